@@ -1,0 +1,165 @@
+"""`gateway.yaml` -> validated, typed, immutable configuration.
+
+Every section is a frozen pydantic model that rejects unknown keys, so a typo is an error,
+not a silently ignored setting. `${NAME}` anywhere in a string value is replaced by the
+environment variable NAME (use it for API keys and tokens; `${NAME:-default}` gives a default).
+Relative paths are resolved against the directory of the config file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from gateway.errors import ConfigError
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ServerConfig(_Section):
+    host: str = "0.0.0.0"
+    websocket_port: int = Field(8765, ge=0, le=65535)
+    websocket_path: str = "/ws"
+    max_frame_bytes: int = Field(65536, ge=256, le=16 * 1024 * 1024)
+    hello_timeout_s: float = Field(10.0, gt=0, le=300)
+
+
+class ModelsConfig(_Section):
+    dir: Path = Path("models")
+    manifest: Path = Path("models/manifest.yaml")
+
+
+class VadConfig(_Section):
+    model: str = "silero-vad"
+    threshold: float = Field(0.5, gt=0, lt=1)
+    min_speech_ms: int = Field(150, ge=30, le=2000)
+    trailing_silence_ms: int = Field(500, ge=100, le=5000)
+    speculative_after_ms: int = Field(120, ge=0, le=5000)
+    max_utterance_s: float = Field(20.0, ge=1, le=120)
+    preroll_ms: int = Field(300, ge=0, le=2000)
+
+    @model_validator(mode="after")
+    def _speculation_before_endpoint(self) -> "VadConfig":
+        if self.speculative_after_ms > self.trailing_silence_ms:
+            raise ValueError(
+                f"speculative_after_ms ({self.speculative_after_ms}) must not exceed "
+                f"trailing_silence_ms ({self.trailing_silence_ms})"
+            )
+        return self
+
+
+class AsrConfig(_Section):
+    engine: Literal["moonshine", "transducer", "paraformer"] = "moonshine"
+    model: str = "moonshine-base-en"
+    num_threads: int = Field(2, ge=1, le=16)
+    # For engine: transducer / paraformer (models you download yourself, see README):
+    encoder: Path | None = None
+    decoder: Path | None = None
+    joiner: Path | None = None
+    tokens: Path | None = None
+
+
+class TtsConfig(_Section):
+    engine: Literal["piper"] = "piper"
+    voice: str = "piper-joe-medium"
+    length_scale: float = Field(1.0, gt=0.3, le=3.0)
+    num_threads: int = Field(1, ge=1, le=16)
+
+
+class AudioConfig(_Section):
+    chunk_ms: int = Field(60, ge=10, le=500)
+    prebuffer_ms: int = Field(300, ge=0, le=5000)
+    default_sample_rate: int = Field(16000, ge=8000, le=48000)
+
+
+class BrainConfig(_Section):
+    replies: Path = Path("config/replies.yaml")
+    fallback: str = "Sorry, I did not catch that. You can ask me the time, the date, or just say hello."
+
+
+class LoggingConfig(_Section):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+
+class GatewayConfig(_Section):
+    server: ServerConfig = ServerConfig()
+    models: ModelsConfig = ModelsConfig()
+    vad: VadConfig = VadConfig()
+    asr: AsrConfig = AsrConfig()
+    tts: TtsConfig = TtsConfig()
+    audio: AudioConfig = AudioConfig()
+    brain: BrainConfig = BrainConfig()
+    logging: LoggingConfig = LoggingConfig()
+    base_dir: Path = Field(default=Path("."), exclude=True)
+
+    def path(self, p: Path) -> Path:
+        """Resolve a configured path against the config file's directory."""
+        return p if p.is_absolute() else (self.base_dir / p).resolve()
+
+
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def _expand_env(value: Any, where: str) -> Any:
+    if isinstance(value, dict):
+        return {k: _expand_env(v, f"{where}.{k}" if where else str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand_env(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, str):
+
+        def sub(m: re.Match[str]) -> str:
+            name, default = m.group(1), m.group(2)
+            if name in os.environ:
+                return os.environ[name]
+            if default is not None:
+                return default
+            raise ConfigError(
+                f"config error: {where} = {value!r}: environment variable {name} is not set "
+                f"(export it, or write ${{{name}:-default}})"
+            )
+
+        return _ENV.sub(sub, value)
+    return value
+
+
+def _describe(err: dict[str, Any]) -> str:
+    key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        return f"{key}: unknown key (check the spelling; see the comments in gateway.yaml)"
+    value = err.get("input")
+    return f"{key} = {value!r}: {msg}"
+
+
+def parse_config(data: dict[str, Any] | None, base_dir: Path = Path(".")) -> GatewayConfig:
+    """Validate a config mapping. Raises ConfigError naming every bad key, value and what is allowed."""
+    data = _expand_env(data or {}, "")
+    if not isinstance(data, dict):
+        raise ConfigError("config error: the top level must be a mapping of sections (server:, vad:, ...)")
+    try:
+        return GatewayConfig.model_validate({**data, "base_dir": base_dir})
+    except ValidationError as exc:
+        lines = [_describe(e) for e in exc.errors()]
+        raise ConfigError("config error:\n  " + "\n  ".join(lines)) from None
+
+
+def load_config(path: Path | None) -> GatewayConfig:
+    """Load `path` (or embedded defaults when None)."""
+    if path is None:
+        return parse_config({}, Path.cwd())
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"config error: cannot read {path}: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config error: {path} is not valid YAML: {exc}") from None
+    return parse_config(data, path.resolve().parent)

@@ -1,0 +1,59 @@
+"""Engine interfaces the core uses. Implementations live next to this file and are the only
+modules that import sherpa-onnx, onnxruntime or piper.
+
+All engine methods are *blocking* and may be slow: the core calls them through
+`gateway.engines.runner.EngineRunner`, which runs each engine on its own executor thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+
+class VadEngine(Protocol):
+    """Voice activity detection on fixed-size windows of 16 kHz mono float32 audio."""
+
+    sample_rate: int  # always 16000
+    window_samples: int  # e.g. 512 for Silero
+
+    def is_speech(self, window: np.ndarray) -> bool:
+        """True when this window (exactly `window_samples` float32 samples) holds speech."""
+        ...
+
+    def reset(self) -> None:
+        """Forget the recurrent state (call between utterances/sessions)."""
+        ...
+
+    def clone(self) -> "VadEngine":
+        """A fresh detector sharing the loaded model where possible (one per device session)."""
+        ...
+
+
+class AsrEngine(Protocol):
+    """Offline (whole-utterance) speech recognition on 16 kHz mono float32 audio."""
+
+    sample_rate: int
+
+    def transcribe(self, audio: np.ndarray) -> str:
+        """Return the text of the utterance (stripped, may be empty)."""
+        ...
+
+
+@dataclass(frozen=True)
+class SynthChunk:
+    """A piece of synthesized speech: mono int16 PCM at `sample_rate`."""
+
+    pcm: np.ndarray  # int16
+    sample_rate: int
+
+
+class TtsEngine(Protocol):
+    sample_rate: int
+
+    def synthesize(self, text: str) -> Iterator[SynthChunk]:
+        """Yield audio for `text` as soon as pieces are ready (at least one chunk for non-empty text)."""
+        ...
