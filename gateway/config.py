@@ -14,13 +14,31 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from gateway.errors import ConfigError
 
 
 class _Section(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        # pydantic's lax mode turns `true` into 1; for a number that is always a typo.
+        field = cls.model_fields.get(info.field_name or "")
+        if isinstance(value, bool) and field is not None and field.annotation in (int, float):
+            raise PydanticCustomError("bool_for_number", "Input should be a number, not true/false")
+        return value
 
 
 class ServerConfig(_Section):
@@ -44,6 +62,7 @@ class VadConfig(_Section):
     speculative_after_ms: int = Field(120, ge=0, le=5000)
     max_utterance_s: float = Field(20.0, ge=1, le=120)
     preroll_ms: int = Field(300, ge=0, le=2000)
+    barge_in: bool = True
 
     @model_validator(mode="after")
     def _speculation_before_endpoint(self) -> "VadConfig":
@@ -55,15 +74,40 @@ class VadConfig(_Section):
         return self
 
 
+_ASR_FILES = ("encoder", "decoder", "joiner", "tokens", "model_file")
+
+
 class AsrConfig(_Section):
     engine: Literal["moonshine", "transducer", "paraformer"] = "moonshine"
     model: str = "moonshine-base-en"
     num_threads: int = Field(2, ge=1, le=16)
-    # For engine: transducer / paraformer (models you download yourself, see README):
+    # For engine: transducer / paraformer (sherpa-onnx models you download yourself):
     encoder: Path | None = None
     decoder: Path | None = None
     joiner: Path | None = None
     tokens: Path | None = None
+    model_file: Path | None = None  # single-file offline paraformer (model.int8.onnx)
+
+    @model_validator(mode="after")
+    def _files_match_engine(self) -> "AsrConfig":
+        given = {name for name in _ASR_FILES if getattr(self, name) is not None}
+        if self.engine == "moonshine":
+            needed: set[str] = set()
+            what = "engine 'moonshine'"
+        elif self.engine == "transducer":
+            needed = {"encoder", "decoder", "joiner", "tokens"}
+            what = "engine 'transducer'"
+        elif "model_file" in given:
+            needed = {"model_file", "tokens"}
+            what = "engine 'paraformer' with model_file (an offline, single-file paraformer)"
+        else:
+            needed = {"encoder", "decoder", "tokens"}
+            what = "engine 'paraformer' (streaming: encoder + decoder; offline: model_file)"
+        if extra := sorted(given - needed):
+            raise ValueError(f"{what} does not use {', '.join(extra)} (remove it or change the engine)")
+        if missing := sorted(needed - given):
+            raise ValueError(f"{what} needs {', '.join(missing)} (the path of the model's file)")
+        return self
 
 
 class TtsConfig(_Section):
@@ -86,6 +130,11 @@ class BrainConfig(_Section):
 
 class LoggingConfig(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
 
 
 class GatewayConfig(_Section):
@@ -121,7 +170,7 @@ def _expand_env(value: Any, where: str) -> Any:
             if default is not None:
                 return default
             raise ConfigError(
-                f"config error: {where} = {value!r}: environment variable {name} is not set "
+                f"{where} = {value!r}: environment variable {name} is not set "
                 f"(export it, or write ${{{name}:-default}})"
             )
 
@@ -134,20 +183,36 @@ def _describe(err: dict[str, Any]) -> str:
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
         return f"{key}: unknown key (check the spelling; see the comments in gateway.yaml)"
+    if err["type"] == "value_error":  # a cross-field check; its message names the keys and values
+        return f"{key}: {msg.removeprefix('Value error, ')}"
     value = err.get("input")
     return f"{key} = {value!r}: {msg}"
 
 
-def parse_config(data: dict[str, Any] | None, base_dir: Path = Path(".")) -> GatewayConfig:
-    """Validate a config mapping. Raises ConfigError naming every bad key, value and what is allowed."""
-    data = _expand_env(data or {}, "")
+def parse_config(
+    data: dict[str, Any] | None, base_dir: Path = Path("."), *, source: str | None = None
+) -> GatewayConfig:
+    """Validate a config mapping. Raises ConfigError naming every bad key, value and what is allowed.
+
+    `source` (e.g. the file name) is only used in error messages.
+    """
+    where = f"config error in {source}" if source else "config error"
+    try:
+        data = _expand_env(data or {}, "")
+    except ConfigError as exc:
+        raise ConfigError(f"{where}:\n  {exc.text}") from None
     if not isinstance(data, dict):
-        raise ConfigError("config error: the top level must be a mapping of sections (server:, vad:, ...)")
+        raise ConfigError(f"{where}: the top level must be a mapping of sections (server:, vad:, ...)")
+    if "base_dir" in data:
+        # base_dir is set by the loader (the config file's directory), never by the file itself.
+        raise ConfigError(f"{where}:\n  base_dir: unknown key (paths are relative to the config file)")
+    # A section whose keys are all commented out parses as None: it means "all defaults".
+    data = {key: value for key, value in data.items() if value is not None}
     try:
         return GatewayConfig.model_validate({**data, "base_dir": base_dir})
     except ValidationError as exc:
         lines = [_describe(e) for e in exc.errors()]
-        raise ConfigError("config error:\n  " + "\n  ".join(lines)) from None
+        raise ConfigError(f"{where}:\n  " + "\n  ".join(lines)) from None
 
 
 def load_config(path: Path | None) -> GatewayConfig:
@@ -162,4 +227,4 @@ def load_config(path: Path | None) -> GatewayConfig:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"config error: {path} is not valid YAML: {exc}") from None
-    return parse_config(data, path.resolve().parent)
+    return parse_config(data, path.resolve().parent, source=str(path))

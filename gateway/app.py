@@ -1,0 +1,75 @@
+"""Composition root: the one place that builds the engines, brain and links and wires them."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gateway.config import GatewayConfig
+from gateway.devices.registry import SessionRegistry
+from gateway.devices.session import SessionServices, serve_device
+from gateway.engines.factory import load_engines
+from gateway.engines.runner import EngineRunner
+from gateway.links.base import DeviceConnection, DeviceLink
+from gateway.links.websocket import WebSocketLink
+from gateway.modelstore import ModelStore
+from gateway.voice.brain import LocalBrain
+from gateway.voice.conversation import TurnMetrics
+
+log = logging.getLogger(__name__)
+
+
+def load_runner(cfg: GatewayConfig, progress: Callable[[str], None]) -> EngineRunner:
+    """Load (and on first use prepare) every model, warm them up, and put them on their threads."""
+    started = time.monotonic()
+    engines = load_engines(cfg, ModelStore(cfg), progress)
+    progress(f"models ready in {time.monotonic() - started:.1f} s")
+    return EngineRunner(engines.vad, engines.asr, engines.tts)
+
+
+@dataclass
+class Gateway:
+    cfg: GatewayConfig
+    runner: EngineRunner
+    links: list[DeviceLink]
+    on_metrics: Callable[[TurnMetrics], None] | None = None
+    registry: SessionRegistry = field(default_factory=SessionRegistry)
+
+    def __post_init__(self) -> None:
+        self.services = SessionServices(
+            cfg=self.cfg,
+            runner=self.runner,
+            brain=LocalBrain.from_config(self.cfg),
+            registry=self.registry,
+            on_metrics=self.on_metrics,
+        )
+
+    async def _handle(self, conn: DeviceConnection) -> None:
+        await serve_device(conn, self.services)
+
+    async def serve(self, ready: asyncio.Event | None = None) -> None:
+        """Run every link until cancelled; `ready` is set once all of them listen."""
+        events = [asyncio.Event() for _ in self.links]
+        async with asyncio.TaskGroup() as tg:
+            for link, event in zip(self.links, events):
+                tg.create_task(link.serve(self._handle, event), name=f"link-{link.name}")
+            await asyncio.gather(*(e.wait() for e in events))
+            if ready is not None:
+                ready.set()
+
+
+def default_links(cfg: GatewayConfig) -> list[DeviceLink]:
+    s = cfg.server
+    return [WebSocketLink(s.host, s.websocket_port, s.websocket_path, s.max_frame_bytes)]
+
+
+def connect_hints(cfg: GatewayConfig, port: int) -> list[str]:
+    """Where devices connect, for the start-up banner."""
+    path = cfg.server.websocket_path
+    if cfg.server.host in ("0.0.0.0", "::", ""):
+        return [f"ws://{socket.gethostname()}:{port}{path}  (from the LAN)", f"ws://127.0.0.1:{port}{path}  (from this machine)"]
+    return [f"ws://{cfg.server.host}:{port}{path}"]

@@ -1,0 +1,36 @@
+"""Which devices are connected right now, by device id (newest connection wins)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from gateway.links.base import DeviceConnection
+
+log = logging.getLogger(__name__)
+
+
+class SessionRegistry:
+    def __init__(self) -> None:
+        self._conns: dict[str, DeviceConnection] = {}
+
+    @contextmanager
+    def register(self, device_id: str, conn: DeviceConnection) -> Iterator[None]:
+        old = self._conns.get(device_id)
+        if old is not None and old is not conn:
+            log.info("%s: device %s reconnected from %s; closing the old connection", old.peer, device_id, conn.peer)
+            asyncio.get_running_loop().create_task(old.close("replaced by a newer connection"))
+        self._conns[device_id] = conn
+        try:
+            yield
+        finally:
+            if self._conns.get(device_id) is conn:
+                del self._conns[device_id]
+
+    def connected(self) -> list[str]:
+        return sorted(self._conns)
+
+    def get(self, device_id: str) -> DeviceConnection | None:
+        return self._conns.get(device_id)

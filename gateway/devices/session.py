@@ -1,0 +1,163 @@
+"""A device session: the hello handshake, then dispatching the device's messages.
+
+Whatever the transport, a connection goes through `serve_device`. Bad frames are answered with
+an `Error` message and a log line naming the peer and the reason; the session keeps going. A
+peer that sends nothing but garbage is disconnected after `MAX_CONSECUTIVE_ERRORS`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from firmware_protocol import (
+    Abort,
+    AudioChunk,
+    AudioFormat,
+    AudioStart,
+    AudioStop,
+    Error,
+    Hello,
+    Message,
+    Ping,
+    Pong,
+    ProtocolError,
+    TextInput,
+    Welcome,
+)
+from gateway import __version__
+from gateway.config import GatewayConfig
+from gateway.devices.registry import SessionRegistry
+from gateway.engines.runner import EngineRunner
+from gateway.links.base import DeviceConnection, LinkClosed
+from gateway.voice.brain import Brain
+from gateway.voice.conversation import Conversation, TurnMetrics
+
+log = logging.getLogger(__name__)
+
+MAX_CONSECUTIVE_ERRORS = 20
+
+
+@dataclass(frozen=True)
+class SessionServices:
+    """What a device session needs, handed in by the composition root (gateway/app.py)."""
+
+    cfg: GatewayConfig
+    runner: EngineRunner
+    brain: Brain
+    registry: SessionRegistry
+    on_metrics: Callable[[TurnMetrics], None] | None = None
+
+
+class _Peer:
+    """Sends to one connection and counts consecutive errors."""
+
+    def __init__(self, conn: DeviceConnection) -> None:
+        self.conn = conn
+        self.name = conn.peer
+        self.errors = 0
+
+    async def send(self, message: Message) -> None:
+        await self.conn.send(message)
+
+    async def reject(self, code: str, text: str) -> None:
+        self.errors += 1
+        log.warning("%s: %s: %s", self.name, code, text)
+        await self.conn.send(Error(code=code, text=text))
+        if self.errors >= MAX_CONSECUTIVE_ERRORS:
+            await self.conn.send(Error(code="too-many-errors", text="closing after repeated bad frames"))
+            raise LinkClosed(f"{MAX_CONSECUTIVE_ERRORS} consecutive errors")
+
+
+def _pcm_format(requested: AudioFormat, default_rate: int) -> AudioFormat:
+    rate = requested.sample_rate if requested.codec == "pcm_s16le" else default_rate
+    return AudioFormat(codec="pcm_s16le", sample_rate=rate, channels=1)
+
+
+async def _await_hello(peer: _Peer, timeout: float) -> Hello:
+    async with asyncio.timeout(timeout):
+        while True:
+            msg = await peer.conn.receive()
+            if isinstance(msg, ProtocolError):
+                await peer.reject(msg.code, msg.text)
+            elif isinstance(msg, Hello):
+                return msg
+            elif isinstance(msg, Ping):
+                await peer.send(Pong(nonce=msg.nonce))
+            else:
+                await peer.reject("hello-required", f"send hello first (got {msg.NAME})")
+
+
+async def serve_device(conn: DeviceConnection, services: SessionServices) -> None:
+    """Run one device connection to its end. Never raises for device misbehaviour."""
+    peer = _Peer(conn)
+    cfg = services.cfg
+    conversation: Conversation | None = None
+    try:
+        try:
+            hello = await _await_hello(peer, cfg.server.hello_timeout_s)
+        except TimeoutError:
+            log.warning("%s: hello-timeout: no hello within %.0f s", peer.name, cfg.server.hello_timeout_s)
+            await conn.send(Error(code="hello-timeout", text="no hello received in time"))
+            return
+        peer.errors = 0
+        peer.name = f"{conn.peer} ({hello.device_id})"
+        audio_in = hello.audio_in
+        if audio_in.codec != "pcm_s16le":
+            await peer.reject("unsupported-audio-format", f"audio_in codec {audio_in.codec} is not supported yet; send pcm_s16le")
+        audio_out = _pcm_format(hello.audio_out, cfg.audio.default_sample_rate)
+        session_id = uuid.uuid4().hex[:12]
+        await conn.send(Welcome(session_id=session_id, audio_out=audio_out, server=f"edge-voice-gateway/{__version__}"))
+        log.info("%s: hello, session %s, mic %d Hz, speaker %d Hz", peer.name, session_id, audio_in.sample_rate, audio_out.sample_rate)
+        conversation = Conversation(
+            hello.device_id,
+            conn.peer,
+            cfg,
+            services.runner,
+            services.brain,
+            peer.send,
+            audio_in,
+            audio_out,
+            services.on_metrics,
+        )
+        with services.registry.register(hello.device_id, conn):
+            await _dispatch(peer, conversation)
+    except LinkClosed as exc:
+        log.info("%s: disconnected (%s)", peer.name, exc)
+    finally:
+        if conversation is not None:
+            await conversation.close()
+        try:
+            await conn.close()
+        except Exception:  # the socket may already be gone; nothing else to do
+            pass
+
+
+async def _dispatch(peer: _Peer, conv: Conversation) -> None:
+    while True:
+        msg = await peer.conn.receive()
+        if isinstance(msg, ProtocolError):
+            await peer.reject(msg.code, msg.text)
+            continue
+        peer.errors = 0
+        if isinstance(msg, AudioChunk):
+            await conv.on_audio(msg.data)
+        elif isinstance(msg, AudioStart):
+            if msg.format.codec != "pcm_s16le":
+                await peer.reject("unsupported-audio-format", f"codec {msg.format.codec} is not supported yet")
+        elif isinstance(msg, AudioStop):
+            await conv.on_audio_stop()
+        elif isinstance(msg, TextInput):
+            await conv.on_text(msg.text)
+        elif isinstance(msg, Abort):
+            await conv.interrupt(f"device abort: {msg.reason or 'no reason given'}")
+        elif isinstance(msg, Ping):
+            await peer.send(Pong(nonce=msg.nonce))
+        elif isinstance(msg, (Pong, Error)):
+            if isinstance(msg, Error):
+                log.warning("%s: device reported %s: %s", peer.name, msg.code, msg.text)
+        else:
+            await peer.reject("bad-sequence", f"{msg.NAME} is not expected from a device here")

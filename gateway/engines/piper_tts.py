@@ -1,0 +1,77 @@
+"""Text to speech with Piper (piper-tts, GPL-3.0-or-later; espeak-ng data bundled).
+
+`PiperVoice.load` always builds its onnxruntime session with default options (one intra-op
+thread per core), so we build the session ourselves with `intra_op_num_threads=num_threads`
+and hand it to the `PiperVoice` dataclass. Speaking rate is `SynthesisConfig.length_scale`
+(< 1 faster, > 1 slower). Piper yields one chunk per sentence, which we pass on as soon as it
+is ready.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import onnxruntime
+from piper import PiperConfig, PiperVoice, SynthesisConfig
+from piper.phonemize_espeak import ESPEAK_DATA_DIR
+
+from gateway.engines.base import SynthChunk
+from gateway.errors import ModelError, TtsError
+
+_EMPTY_SENTENCE_MS = 50
+
+
+def espeak_data_dir() -> Path:
+    """Where piper's bundled espeak-ng data lives."""
+    return Path(ESPEAK_DATA_DIR)
+
+
+def _session(onnx: Path, num_threads: int) -> onnxruntime.InferenceSession:
+    opts = onnxruntime.SessionOptions()
+    opts.intra_op_num_threads = num_threads
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+    return onnxruntime.InferenceSession(str(onnx), sess_options=opts,
+                                        providers=["CPUExecutionProvider"])
+
+
+class PiperTts:
+    """TtsEngine: `synthesize(text)` yields int16 mono chunks at the voice's sample rate."""
+
+    def __init__(self, onnx: Path | str, json_config: Path | str, length_scale: float = 1.0,
+                 num_threads: int = 1) -> None:
+        onnx, json_config = Path(onnx), Path(json_config)
+        for p in (onnx, json_config):
+            if not p.is_file():
+                raise ModelError(f"Piper voice file not found: {p}")
+        try:
+            config = PiperConfig.from_dict(json.loads(json_config.read_text(encoding="utf-8")))
+            self._voice = PiperVoice(session=_session(onnx, num_threads), config=config,
+                                     espeak_data_dir=espeak_data_dir())
+        except (OSError, ValueError, KeyError, RuntimeError) as exc:
+            raise ModelError(f"cannot load the Piper voice {onnx}: {exc}") from exc
+        self.sample_rate: int = config.sample_rate
+        self.length_scale = length_scale
+        self._syn = SynthesisConfig(length_scale=length_scale)
+        # The first run initialises espeak-ng and onnxruntime buffers: pay it at load.
+        for _ in self.synthesize("Hello."):
+            pass
+
+    def synthesize(self, text: str) -> Iterator[SynthChunk]:
+        if not text.strip():
+            return
+        produced = False
+        try:
+            for chunk in self._voice.synthesize(text, syn_config=self._syn):
+                pcm = chunk.audio_int16_array
+                if pcm.size:
+                    produced = True
+                    yield SynthChunk(pcm=pcm, sample_rate=chunk.sample_rate)
+        except (RuntimeError, ValueError, KeyError) as exc:
+            raise TtsError(f"Piper failed on {text[:40]!r}: {exc}") from exc
+        if not produced:  # e.g. text of punctuation only: keep "at least one chunk"
+            silence = np.zeros(self.sample_rate * _EMPTY_SENTENCE_MS // 1000, dtype=np.int16)
+            yield SynthChunk(pcm=silence, sample_rate=self.sample_rate)

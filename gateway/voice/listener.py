@@ -1,0 +1,101 @@
+"""Listener: turns a device's microphone stream into utterances.
+
+Resamples the input to 16 kHz, cuts it into VAD windows, asks the VAD (off the event loop) and
+drives the endpointing state machine. It keeps the audio of the current utterance, including a
+short pre-roll before speech was confirmed so the first syllable is not clipped.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from gateway.audio.pcm import StreamResampler
+from gateway.engines.base import VadEngine
+from gateway.engines.runner import EngineRunner
+from gateway.voice.endpointing import Endpointer, Event
+
+ASR_RATE = 16000
+
+
+@dataclass(frozen=True)
+class Heard:
+    event: Event
+    audio_ms: float  # position in the input stream (ms of audio received) when it happened
+
+
+class Listener:
+    def __init__(
+        self,
+        runner: EngineRunner,
+        detector: VadEngine,
+        endpointer: Endpointer,
+        in_rate: int,
+        preroll_ms: int = 300,
+    ) -> None:
+        self._runner = runner
+        self._vad = detector
+        self._ep = endpointer
+        self._resampler = StreamResampler(in_rate, ASR_RATE)
+        self._win = detector.window_samples
+        self._pending = np.zeros(0, dtype=np.float32)
+        self._preroll: deque[np.ndarray] = deque(maxlen=max(1, preroll_ms * ASR_RATE // 1000 // self._win))
+        self._utterance: list[np.ndarray] = []
+        self._position_ms = 0.0
+        self.in_speech = False
+
+    @property
+    def position_ms(self) -> float:
+        return self._position_ms
+
+    @property
+    def silence_ms(self) -> float:
+        """Trailing silence counted so far in the current utterance."""
+        return self._ep.silence_ms
+
+    def utterance_audio(self) -> np.ndarray:
+        """A copy of the current utterance's audio (16 kHz float32)."""
+        return np.concatenate(self._utterance) if self._utterance else np.zeros(0, np.float32)
+
+    async def feed(self, samples: np.ndarray, last: bool = False) -> list[Heard]:
+        """Add input samples (device rate, float32). Returns what was heard, in order."""
+        audio = self._resampler.push(samples, last=last)
+        if audio.size:
+            self._pending = np.concatenate([self._pending, audio])
+        n = len(self._pending) // self._win
+        if n == 0:
+            return []
+        windows = [self._pending[i * self._win : (i + 1) * self._win] for i in range(n)]
+        self._pending = self._pending[n * self._win :]
+        decisions = await self._runner.vad_windows(self._vad, windows)
+        heard: list[Heard] = []
+        window_ms = 1000.0 * self._win / ASR_RATE
+        for window, speech in zip(windows, decisions):
+            self._position_ms += window_ms
+            if self.in_speech:
+                self._utterance.append(window)
+            else:
+                self._preroll.append(window)
+            for event in self._ep.push(speech, window_ms):
+                heard.append(Heard(event, self._position_ms))
+                if event is Event.SPEECH_START:
+                    self.in_speech = True
+                    self._utterance = list(self._preroll)
+                    self._preroll.clear()
+                elif event is Event.ENDPOINT:
+                    self.in_speech = False
+        return heard
+
+    def end_utterance(self) -> None:
+        """Forget the finished utterance's audio (after it has been handed to ASR)."""
+        self._utterance = []
+
+    def force_endpoint(self) -> bool:
+        """The device closed its audio stream: end a running utterance now. True if one was running."""
+        running = self.in_speech
+        self._ep.reset()
+        self.in_speech = False
+        self._vad.reset()
+        return running
