@@ -74,39 +74,33 @@ class VadConfig(_Section):
         return self
 
 
-_ASR_FILES = ("encoder", "decoder", "joiner", "tokens", "model_file")
+_ASR_FILES: dict[str, tuple[str, ...]] = {
+    "moonshine": (),  # files come from the model manifest (asr.model)
+    "transducer": ("encoder", "decoder", "joiner", "tokens"),
+    "paraformer": ("encoder", "decoder", "tokens"),  # streaming paraformer
+}
 
 
 class AsrConfig(_Section):
     engine: Literal["moonshine", "transducer", "paraformer"] = "moonshine"
     model: str = "moonshine-base-en"
     num_threads: int = Field(2, ge=1, le=16)
-    # For engine: transducer / paraformer (sherpa-onnx models you download yourself):
+    # For engine: transducer / paraformer (streaming sherpa-onnx models you download yourself):
     encoder: Path | None = None
     decoder: Path | None = None
     joiner: Path | None = None
     tokens: Path | None = None
-    model_file: Path | None = None  # single-file offline paraformer (model.int8.onnx)
 
     @model_validator(mode="after")
     def _files_match_engine(self) -> "AsrConfig":
-        given = {name for name in _ASR_FILES if getattr(self, name) is not None}
-        if self.engine == "moonshine":
-            needed: set[str] = set()
-            what = "engine 'moonshine'"
-        elif self.engine == "transducer":
-            needed = {"encoder", "decoder", "joiner", "tokens"}
-            what = "engine 'transducer'"
-        elif "model_file" in given:
-            needed = {"model_file", "tokens"}
-            what = "engine 'paraformer' with model_file (an offline, single-file paraformer)"
-        else:
-            needed = {"encoder", "decoder", "tokens"}
-            what = "engine 'paraformer' (streaming: encoder + decoder; offline: model_file)"
+        needed = set(_ASR_FILES[self.engine])
+        given = {name for name in ("encoder", "decoder", "joiner", "tokens") if getattr(self, name) is not None}
         if extra := sorted(given - needed):
-            raise ValueError(f"{what} does not use {', '.join(extra)} (remove it or change the engine)")
+            raise ValueError(
+                f"engine {self.engine!r} does not use {', '.join(extra)} (remove it or change the engine)"
+            )
         if missing := sorted(needed - given):
-            raise ValueError(f"{what} needs {', '.join(missing)} (the path of the model's file)")
+            raise ValueError(f"engine {self.engine!r} needs {', '.join(missing)} (the path of the model's file)")
         return self
 
 

@@ -1,0 +1,227 @@
+"""gateway.yaml and the config loader: the shipped file, validation messages, ${ENV}, immutability."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from gateway.config import GatewayConfig, load_config, parse_config
+from gateway.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ROOT / "gateway.yaml"
+SECTIONS: dict[str, type[BaseModel]] = {
+    name: field.annotation  # type: ignore[misc]
+    for name, field in GatewayConfig.model_fields.items()
+    if name != "base_dir"
+}
+
+
+def config_error(data: Any) -> str:
+    with pytest.raises(ConfigError) as info:
+        parse_config(data)
+    assert info.value.code == "config-invalid"
+    return str(info.value)
+
+
+# ---- the shipped gateway.yaml cannot drift from the code ---------------------------------------
+
+
+def test_shipped_gateway_yaml_loads_and_equals_the_defaults() -> None:
+    cfg, defaults = load_config(SHIPPED), GatewayConfig()
+    for section in SECTIONS:
+        assert getattr(cfg, section) == getattr(defaults, section), f"gateway.yaml [{section}] != defaults"
+    assert cfg.base_dir == ROOT
+
+
+def test_every_key_in_the_code_is_in_gateway_yaml_and_vice_versa() -> None:
+    raw = yaml.safe_load(SHIPPED.read_text(encoding="utf-8"))
+    assert set(raw) == set(SECTIONS)
+    for section, model in SECTIONS.items():
+        assert set(raw[section]) == set(model.model_fields), f"keys of [{section}] differ"
+
+
+def _commented_asr_examples() -> list[dict[str, str]]:
+    """The `#   engine: ...` blocks in gateway.yaml's asr section, as mappings."""
+    examples: list[dict[str, str]] = []
+    for line in SHIPPED.read_text(encoding="utf-8").splitlines():
+        if m := re.fullmatch(r"\s*#\s+(engine|encoder|decoder|joiner|tokens):\s+(\S+)", line):
+            if m.group(1) == "engine":
+                examples.append({})
+            examples[-1][m.group(1)] = m.group(2)
+    return examples
+
+
+def test_commented_sherpa_onnx_examples_in_gateway_yaml_are_valid_asr_sections() -> None:
+    examples = _commented_asr_examples()
+    assert len(examples) == 3
+    for example in examples:
+        cfg = parse_config({"asr": example})
+        assert cfg.asr.tokens is not None and cfg.asr.tokens.name == "tokens.txt"
+        archive = Path(example["tokens"]).parent.name
+        assert all(Path(v).parent.name == archive for k, v in example.items() if k != "engine")
+
+
+def test_docs_config_md_describes_every_key() -> None:
+    doc = (ROOT / "docs" / "CONFIG.md").read_text(encoding="utf-8")
+    for section, model in SECTIONS.items():
+        for key in model.model_fields:
+            assert f"`{section}.{key}`" in doc, f"docs/CONFIG.md does not describe {section}.{key}"
+
+
+# ---- validation messages ---------------------------------------------------------------------------
+
+
+def test_bad_value_names_the_key_the_value_and_the_allowed_range() -> None:
+    msg = config_error({"vad": {"trailing_silence_ms": -5}})
+    assert "vad.trailing_silence_ms = -5" in msg
+    assert "greater than or equal to 100" in msg
+
+
+def test_bad_value_in_a_file_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "gw.yaml"
+    path.write_text("server:\n  websocket_port: 70000\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(path) in str(info.value)
+    assert "server.websocket_port = 70000" in str(info.value) and "65535" in str(info.value)
+
+
+def test_bad_choice_lists_the_allowed_values() -> None:
+    msg = config_error({"asr": {"engine": "whisper"}})
+    assert "asr.engine = 'whisper'" in msg and "'moonshine', 'transducer' or 'paraformer'" in msg
+
+
+def test_unknown_key_is_reported() -> None:
+    assert "vad.treshold: unknown key" in config_error({"vad": {"treshold": 0.6}})
+    assert "vadd: unknown key" in config_error({"vadd": {}})
+
+
+def test_every_bad_key_is_reported_at_once() -> None:
+    msg = config_error({"vad": {"threshold": 2}, "server": {"websocket_port": -1}})
+    assert "vad.threshold = 2" in msg and "server.websocket_port = -1" in msg
+
+
+def test_speculation_may_not_start_after_the_endpoint() -> None:
+    msg = config_error({"vad": {"speculative_after_ms": 900}})
+    assert "vad: speculative_after_ms (900) must not exceed trailing_silence_ms (500)" in msg
+
+
+def test_true_is_not_accepted_as_a_number() -> None:
+    assert "server.websocket_port = True" in config_error({"server": {"websocket_port": True}})
+
+
+@pytest.mark.parametrize(
+    ("asr", "problem"),
+    [
+        ({"engine": "transducer", "encoder": "e", "decoder": "d", "tokens": "t"}, "engine 'transducer' needs joiner"),
+        ({"engine": "paraformer", "encoder": "e"}, "engine 'paraformer' needs decoder, tokens"),
+        (
+            {"engine": "paraformer", "encoder": "e", "decoder": "d", "joiner": "j", "tokens": "t"},
+            "engine 'paraformer' does not use joiner",
+        ),
+        ({"encoder": "e.onnx"}, "engine 'moonshine' does not use encoder"),
+    ],
+)
+def test_asr_files_must_match_the_engine(asr: dict[str, str], problem: str) -> None:
+    assert f"asr: {problem}" in config_error({"asr": asr})
+
+
+def test_a_complete_transducer_section_is_accepted() -> None:
+    files = {"encoder": "e.onnx", "decoder": "d.onnx", "joiner": "j.onnx", "tokens": "t.txt"}
+    cfg = parse_config({"asr": {"engine": "transducer", **files}})
+    assert cfg.asr.joiner == Path("j.onnx")
+
+
+def test_top_level_must_be_a_mapping() -> None:
+    assert "top level must be a mapping" in config_error(["server"])
+
+
+def test_base_dir_cannot_be_set_from_the_file() -> None:
+    assert "base_dir: unknown key" in config_error({"base_dir": "/"})
+
+
+def test_bad_yaml_and_missing_file_are_clear_errors(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("server: [\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"broken\.yaml is not valid YAML"):
+        load_config(broken)
+    with pytest.raises(ConfigError, match=r"cannot read .*missing\.yaml"):
+        load_config(tmp_path / "missing.yaml")
+
+
+# ---- conveniences ---------------------------------------------------------------------------------
+
+
+def test_an_empty_section_means_all_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "gw.yaml"
+    path.write_text("vad:\n  # threshold: 0.6\nserver:\n  websocket_port: 9000\n", encoding="utf-8")
+    cfg = load_config(path)
+    assert cfg.vad == GatewayConfig().vad and cfg.server.websocket_port == 9000
+
+
+def test_log_level_is_case_insensitive() -> None:
+    assert parse_config({"logging": {"level": "debug"}}).logging.level == "DEBUG"
+
+
+def test_relative_paths_resolve_against_the_config_files_directory(tmp_path: Path) -> None:
+    path = tmp_path / "site" / "gw.yaml"
+    path.parent.mkdir()
+    path.write_text("brain:\n  replies: my/replies.yaml\n", encoding="utf-8")
+    cfg = load_config(path)
+    assert cfg.path(cfg.brain.replies) == (tmp_path / "site" / "my" / "replies.yaml").resolve()
+    assert cfg.path(Path("/abs/file")) == Path("/abs/file")
+
+
+def test_no_file_gives_the_built_in_defaults() -> None:
+    assert load_config(None).vad == GatewayConfig().vad
+
+
+# ---- ${ENV} expansion --------------------------------------------------------------------------------
+
+
+def test_env_variables_are_expanded(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("GW_TEST_PORT", "9001")
+    monkeypatch.setenv("GW_TEST_NAME", "Robo")
+    path = tmp_path / "gw.yaml"
+    path.write_text(
+        "server:\n  websocket_port: ${GW_TEST_PORT}\n"
+        "brain:\n  fallback: 'I am ${GW_TEST_NAME}, sorry.'\n",
+        encoding="utf-8",
+    )
+    cfg = load_config(path)
+    assert cfg.server.websocket_port == 9001
+    assert cfg.brain.fallback == "I am Robo, sorry."
+
+
+def test_env_default_is_used_when_the_variable_is_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GW_TEST_UNSET", raising=False)
+    assert parse_config({"server": {"host": "${GW_TEST_UNSET:-127.0.0.1}"}}).server.host == "127.0.0.1"
+
+
+def test_missing_env_variable_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GW_TEST_UNSET", raising=False)
+    msg = config_error({"server": {"host": "${GW_TEST_UNSET}"}})
+    assert "server.host" in msg and "environment variable GW_TEST_UNSET is not set" in msg
+
+
+def test_expanded_value_is_still_validated(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GW_TEST_PORT", "not-a-port")
+    assert "server.websocket_port = 'not-a-port'" in config_error({"server": {"websocket_port": "${GW_TEST_PORT}"}})
+
+
+# ---- immutability -------------------------------------------------------------------------------------
+
+
+def test_config_objects_are_immutable() -> None:
+    cfg = load_config(SHIPPED)
+    with pytest.raises(ValidationError, match="frozen"):
+        cfg.vad.threshold = 0.9  # type: ignore[misc]
+    with pytest.raises(ValidationError, match="frozen"):
+        cfg.vad = cfg.vad  # type: ignore[misc]
+    assert cfg.vad.threshold == 0.5
