@@ -1,0 +1,83 @@
+"""Message <-> bytes, and message <-> JSON-friendly dict (for vectors and logs)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from .errors import ErrorCode, ProtocolError, malformed
+from .fields import Reader
+from .messages import MESSAGE_NAMES, MESSAGE_TYPES, Message, reserved_range, wire_fields
+
+
+def encode(msg: Message) -> bytes:
+    """The bytes of one message: u8 type code, then each field in order."""
+    if type(msg) not in MESSAGE_NAMES.values():
+        raise TypeError(f"not a protocol message: {type(msg).__name__}")
+    out = bytearray((msg.TYPE,))
+    for name, spec in wire_fields(type(msg)):
+        spec.write(getattr(msg, name), out)
+    return bytes(out)
+
+
+def decode(data: bytes | bytearray | memoryview | str) -> Message:
+    """Parse exactly one message; anything invalid raises `ProtocolError`.
+
+    A `str` (e.g. a text WebSocket frame) is refused with `malformed-message`.
+    """
+    if isinstance(data, str):
+        raise malformed("text is not a message (text WebSocket frames are refused)")
+    data = bytes(data)
+    if not data:
+        raise malformed("empty message")
+    cls = MESSAGE_TYPES.get(data[0])
+    if cls is None:
+        purpose = reserved_range(data[0])
+        note = f" (reserved for {purpose})" if purpose else ""
+        raise ProtocolError(
+            ErrorCode.UNKNOWN_MESSAGE_TYPE, f"unknown message type 0x{data[0]:02x}{note}"
+        )
+    reader = Reader(data, 1)
+    values = {
+        name: spec.read(reader, f"{cls.__name__}.{name}") for name, spec in wire_fields(cls)
+    }
+    if reader.remaining:
+        raise malformed(f"{cls.__name__}: {reader.remaining} trailing bytes after the last field")
+    return cls(**values)
+
+
+def to_dict(msg: Message) -> dict[str, Any]:
+    """{"type": NAME, field: value, ...}; bytes as hex, AudioFormat as a nested dict."""
+    if type(msg) not in MESSAGE_NAMES.values():
+        raise TypeError(f"not a protocol message: {type(msg).__name__}")
+    out: dict[str, Any] = {"type": msg.NAME}
+    for name, spec in wire_fields(type(msg)):
+        out[name] = spec.to_json(getattr(msg, name))
+    return out
+
+
+def from_dict(d: Any) -> Message:
+    """The inverse of `to_dict`; missing fields take their defaults, unknown keys are refused."""
+    if not isinstance(d, dict):
+        raise malformed(f"a message dict is needed, got {type(d).__name__}")
+    name = d.get("type")
+    cls = MESSAGE_NAMES.get(name) if isinstance(name, str) else None
+    if cls is None:
+        raise ProtocolError(ErrorCode.UNKNOWN_MESSAGE_TYPE, f"unknown message type {name!r}")
+    specs = dict(wire_fields(cls))
+    unknown = sorted(str(key) for key in d if key != "type" and key not in specs)
+    if unknown:
+        raise malformed(f"{cls.__name__}: unknown fields {unknown}")
+    values = {
+        key: specs[key].from_json(f"{cls.__name__}.{key}", value)
+        for key, value in d.items()
+        if key != "type"
+    }
+    missing = [f.name for f in dataclasses.fields(cls) if f.name not in values and _required(f)]
+    if missing:
+        raise malformed(f"{cls.__name__}: missing fields {missing}")
+    return cls(**values)
+
+
+def _required(f: dataclasses.Field[Any]) -> bool:
+    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING

@@ -1,0 +1,262 @@
+"""Field specs: how one dataclass field is checked, written, read and shown as JSON.
+
+Each message class declares its fields with `wire(SPEC)`; the codec walks those specs, so
+there is one encoder and one decoder for all messages.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from enum import IntEnum, IntFlag
+from typing import Any
+
+from .errors import malformed
+from .values import AudioFormat
+
+MAX_STR_BYTES = 0xFFFF
+
+
+class Reader:
+    """A cursor over one message's bytes; running short is a `malformed-message`."""
+
+    __slots__ = ("_data", "_pos")
+
+    def __init__(self, data: bytes, pos: int = 0) -> None:
+        self._data = data
+        self._pos = pos
+
+    @property
+    def remaining(self) -> int:
+        return len(self._data) - self._pos
+
+    def take(self, size: int, label: str) -> bytes:
+        if size > self.remaining:
+            raise malformed(f"{label}: truncated, needs {size} bytes, {self.remaining} left")
+        chunk = self._data[self._pos : self._pos + size]
+        self._pos += size
+        return chunk
+
+    def rest(self) -> bytes:
+        chunk = self._data[self._pos :]
+        self._pos = len(self._data)
+        return chunk
+
+
+class FieldSpec:
+    """Base of all field specs. `kind` is the name used in PROTOCOL.md layout tables."""
+
+    kind = "?"
+    size: int | None = None  # fixed size in bytes, None when variable
+
+    def check(self, label: str, value: Any) -> Any:
+        """Validate a Python value and return it normalised (raise `ProtocolError`)."""
+        raise NotImplementedError
+
+    def write(self, value: Any, out: bytearray) -> None:
+        raise NotImplementedError
+
+    def read(self, reader: Reader, label: str) -> Any:
+        raise NotImplementedError
+
+    def to_json(self, value: Any) -> Any:
+        return value
+
+    def from_json(self, label: str, obj: Any) -> Any:
+        return obj
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class UInt(FieldSpec):
+    """Unsigned big-endian integer of 8, 16 or 32 bits."""
+
+    def __init__(self, bits: int) -> None:
+        self.bits = bits
+        self.size = bits // 8
+        self.kind = f"u{bits}"
+
+    def check(self, label: str, value: Any) -> Any:
+        if not _is_int(value) or not 0 <= value < (1 << self.bits):
+            raise malformed(f"{label} must be an int in 0..{(1 << self.bits) - 1}, got {value!r}")
+        return int(value)
+
+    def write(self, value: Any, out: bytearray) -> None:
+        out += int(value).to_bytes(self.size, "big")
+
+    def read(self, reader: Reader, label: str) -> Any:
+        return int.from_bytes(reader.take(self.size, label), "big")
+
+
+class Flags(UInt):
+    """An unsigned integer holding an IntFlag; unknown bits are kept."""
+
+    def __init__(self, flag_type: type[IntFlag], bits: int) -> None:
+        super().__init__(bits)
+        self.flag_type = flag_type
+
+    def check(self, label: str, value: Any) -> Any:
+        return self.flag_type(super().check(label, value))
+
+    def to_json(self, value: Any) -> Any:
+        return int(value)
+
+
+class Enum8(UInt):
+    """A u8 holding an IntEnum; values outside the enum are a `malformed-message`.
+
+    JSON shows the lower-case member name; from_json accepts the name or the number.
+    """
+
+    def __init__(self, enum_type: type[IntEnum]) -> None:
+        super().__init__(8)
+        self.enum_type = enum_type
+
+    def check(self, label: str, value: Any) -> Any:
+        number = super().check(label, value)
+        try:
+            return self.enum_type(number)
+        except ValueError:
+            raise malformed(f"{label}: {number} is not a {self.enum_type.__name__}") from None
+
+    def to_json(self, value: Any) -> Any:
+        return self.enum_type(value).name.lower()
+
+    def from_json(self, label: str, obj: Any) -> Any:
+        if isinstance(obj, str):
+            try:
+                return self.enum_type[obj.upper()]
+            except KeyError:
+                raise malformed(f"{label}: unknown {self.enum_type.__name__} {obj!r}") from None
+        return obj
+
+
+class Bool(FieldSpec):
+    """u8 0 (false) or 1 (true); any other byte is a `malformed-message`."""
+
+    kind = "bool"
+    size = 1
+
+    def check(self, label: str, value: Any) -> Any:
+        if not isinstance(value, bool):
+            raise malformed(f"{label} must be a bool, got {value!r}")
+        return value
+
+    def write(self, value: Any, out: bytearray) -> None:
+        out.append(1 if value else 0)
+
+    def read(self, reader: Reader, label: str) -> Any:
+        byte = reader.take(1, label)[0]
+        if byte > 1:
+            raise malformed(f"{label}: bool byte must be 0 or 1, got 0x{byte:02x}")
+        return byte == 1
+
+
+class Str(FieldSpec):
+    """u16 byte length + UTF-8 bytes; optionally restricted to a regular expression."""
+
+    kind = "str"
+
+    def __init__(self, pattern: str | None = None, what: str = "") -> None:
+        self.pattern = re.compile(pattern) if pattern else None
+        self.what = what or (f"text matching {pattern}" if pattern else "text")
+
+    def check(self, label: str, value: Any) -> Any:
+        if not isinstance(value, str):
+            raise malformed(f"{label} must be a str, got {type(value).__name__}")
+        try:
+            size = len(value.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise malformed(f"{label} is not encodable as UTF-8") from None
+        if size > MAX_STR_BYTES:
+            raise malformed(f"{label} is {size} UTF-8 bytes, the maximum is {MAX_STR_BYTES}")
+        if self.pattern is not None and not self.pattern.fullmatch(value):
+            raise malformed(f"{label} must be {self.what}, got {value[:80]!r}")
+        return value
+
+    def write(self, value: Any, out: bytearray) -> None:
+        raw = value.encode("utf-8")
+        out += len(raw).to_bytes(2, "big")
+        out += raw
+
+    def read(self, reader: Reader, label: str) -> Any:
+        size = int.from_bytes(reader.take(2, label), "big")
+        raw = reader.take(size, label)
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise malformed(f"{label}: invalid UTF-8 at byte {exc.start}") from None
+
+
+class BytesRest(FieldSpec):
+    """All remaining bytes of the message; only allowed as the last field. JSON: hex."""
+
+    kind = "bytes_rest"
+
+    def check(self, label: str, value: Any) -> Any:
+        if not isinstance(value, (bytes, bytearray, memoryview)):
+            raise malformed(f"{label} must be bytes, got {type(value).__name__}")
+        return bytes(value)
+
+    def write(self, value: Any, out: bytearray) -> None:
+        out += value
+
+    def read(self, reader: Reader, label: str) -> Any:
+        return reader.rest()
+
+    def to_json(self, value: Any) -> Any:
+        return value.hex()
+
+    def from_json(self, label: str, obj: Any) -> Any:
+        if not isinstance(obj, str):
+            raise malformed(f"{label} must be a hex string, got {type(obj).__name__}")
+        try:
+            return bytes.fromhex(obj)
+        except ValueError:
+            raise malformed(f"{label} is not valid hex") from None
+
+
+class Format(FieldSpec):
+    """An embedded AudioFormat: u8 codec, u32 sample_rate, u8 channels (6 bytes)."""
+
+    kind = "AudioFormat"
+    size = 6
+    _KEYS = frozenset(("codec", "sample_rate", "channels"))
+
+    def check(self, label: str, value: Any) -> Any:
+        if not isinstance(value, AudioFormat):
+            raise malformed(f"{label} must be an AudioFormat, got {type(value).__name__}")
+        return value
+
+    def write(self, value: Any, out: bytearray) -> None:
+        out.append(value.codec_code)
+        out += value.sample_rate.to_bytes(4, "big")
+        out.append(value.channels)
+
+    def read(self, reader: Reader, label: str) -> Any:
+        raw = reader.take(6, label)
+        return AudioFormat.from_codec_code(raw[0], int.from_bytes(raw[1:5], "big"), raw[5])
+
+    def to_json(self, value: Any) -> Any:
+        return {"codec": value.codec, "sample_rate": value.sample_rate, "channels": value.channels}
+
+    def from_json(self, label: str, obj: Any) -> Any:
+        if not isinstance(obj, dict) or not set(obj) <= self._KEYS:
+            raise malformed(f"{label} must be an object with keys {sorted(self._KEYS)}")
+        return AudioFormat(**obj)
+
+
+U8 = UInt(8)
+U16 = UInt(16)
+U32 = UInt(32)
+BOOL = Bool()
+STR = Str()
+BYTES_REST = BytesRest()
+AUDIO_FORMAT = Format()
+
+
+def wire(spec: FieldSpec, default: Any = dataclasses.MISSING) -> Any:
+    """Declare a message field with its wire spec (and optional default)."""
+    return dataclasses.field(default=default, metadata={"wire": spec})

@@ -1,0 +1,240 @@
+"""The messages of protocol v1: one frozen dataclass per message type.
+
+Each field is declared with `wire(SPEC)`; the field order is the byte order on the wire.
+Constructing a message validates it, so an invalid message object cannot exist.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import ClassVar, Mapping
+
+from .fields import (
+    AUDIO_FORMAT,
+    BOOL,
+    BYTES_REST,
+    STR,
+    U8,
+    U16,
+    U32,
+    BytesRest,
+    Enum8,
+    FieldSpec,
+    Flags,
+    Str,
+    wire,
+)
+from .values import PROTOCOL_VERSION, AudioFormat, Capability, SpeechEvent, StopReason
+
+DEVICE_ID_PATTERN = r"[A-Za-z0-9._:-]{1,64}"
+
+RESERVED_TYPE_RANGES: tuple[tuple[int, int, str], ...] = (
+    (0x30, 0x3F, "expression: visemes, mouth-open, action, sentiment"),
+    (0x40, 0x4F, "sensor readings and acks"),
+    (0x50, 0x5F, "servo commands"),
+    (0xF0, 0xFF, "vendor / experimental"),
+)
+"""Type codes kept for future messages; a v1 decoder rejects them as unknown."""
+
+
+class Message:
+    """Base of every message. Subclasses are frozen dataclasses with TYPE and NAME."""
+
+    TYPE: ClassVar[int]
+    NAME: ClassVar[str]
+
+    def __post_init__(self) -> None:
+        for name, spec in wire_fields(type(self)):
+            label = f"{type(self).__name__}.{name}"
+            object.__setattr__(self, name, spec.check(label, getattr(self, name)))
+
+
+@functools.cache
+def wire_fields(cls: type[Message]) -> tuple[tuple[str, FieldSpec], ...]:
+    """The (name, spec) pairs of a message class, in wire order."""
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    return tuple((f.name, f.metadata["wire"]) for f in fields)
+
+
+@dataclass(frozen=True)
+class Hello(Message):
+    """Device -> gateway, the first message of a session."""
+
+    TYPE: ClassVar[int] = 0x01
+    NAME: ClassVar[str] = "hello"
+    device_id: str = wire(Str(DEVICE_ID_PATTERN, "1..64 chars of [A-Za-z0-9._:-]"))
+    token: str = wire(STR, "")
+    protocol_version: int = wire(U8, PROTOCOL_VERSION)
+    capabilities: int = wire(Flags(Capability, 32), Capability.AUDIO_IN | Capability.AUDIO_OUT)
+    audio_in: AudioFormat = wire(AUDIO_FORMAT, AudioFormat())
+    audio_out: AudioFormat = wire(AUDIO_FORMAT, AudioFormat())
+    firmware: str = wire(STR, "")
+
+
+@dataclass(frozen=True)
+class Welcome(Message):
+    """Gateway -> device, the reply to Hello; audio_out is what the gateway will send."""
+
+    TYPE: ClassVar[int] = 0x02
+    NAME: ClassVar[str] = "welcome"
+    session_id: str = wire(STR)
+    protocol_version: int = wire(U8, PROTOCOL_VERSION)
+    audio_out: AudioFormat = wire(AUDIO_FORMAT, AudioFormat())
+    server: str = wire(STR, "")
+
+
+@dataclass(frozen=True)
+class Ping(Message):
+    """Either direction; the peer answers with a Pong carrying the same nonce."""
+
+    TYPE: ClassVar[int] = 0x03
+    NAME: ClassVar[str] = "ping"
+    nonce: int = wire(U32)
+
+
+@dataclass(frozen=True)
+class Pong(Message):
+    """Either direction; the answer to a Ping."""
+
+    TYPE: ClassVar[int] = 0x04
+    NAME: ClassVar[str] = "pong"
+    nonce: int = wire(U32)
+
+
+@dataclass(frozen=True)
+class Error(Message):
+    """Either direction; `code` is a stable kebab-case string (see ErrorCode)."""
+
+    TYPE: ClassVar[int] = 0x05
+    NAME: ClassVar[str] = "error"
+    code: str = wire(STR)
+    text: str = wire(STR)
+
+
+@dataclass(frozen=True)
+class Abort(Message):
+    """Device -> gateway: stop the current reply now (barge-in by button)."""
+
+    TYPE: ClassVar[int] = 0x06
+    NAME: ClassVar[str] = "abort"
+    reason: str = wire(STR, "")
+
+
+@dataclass(frozen=True)
+class AudioStart(Message):
+    """Both directions: an audio stream begins."""
+
+    TYPE: ClassVar[int] = 0x10
+    NAME: ClassVar[str] = "audio_start"
+    stream_id: int = wire(U16)
+    format: AudioFormat = wire(AUDIO_FORMAT, AudioFormat())
+
+
+@dataclass(frozen=True)
+class AudioChunk(Message):
+    """Both directions: PCM s16le samples or one Opus packet of a stream."""
+
+    TYPE: ClassVar[int] = 0x11
+    NAME: ClassVar[str] = "audio_chunk"
+    stream_id: int = wire(U16)
+    seq: int = wire(U32)
+    data: bytes = wire(BYTES_REST)
+
+
+@dataclass(frozen=True)
+class AudioStop(Message):
+    """Both directions: an audio stream ends."""
+
+    TYPE: ClassVar[int] = 0x12
+    NAME: ClassVar[str] = "audio_stop"
+    stream_id: int = wire(U16)
+    reason: StopReason = wire(Enum8(StopReason), StopReason.END)
+
+
+@dataclass(frozen=True)
+class Transcript(Message):
+    """Gateway -> device: what the gateway heard."""
+
+    TYPE: ClassVar[int] = 0x20
+    NAME: ClassVar[str] = "transcript"
+    text: str = wire(STR)
+    final: bool = wire(BOOL, True)
+
+
+@dataclass(frozen=True)
+class ReplyText(Message):
+    """Gateway -> device: one spoken sentence, sent just before that sentence's audio."""
+
+    TYPE: ClassVar[int] = 0x21
+    NAME: ClassVar[str] = "reply_text"
+    text: str = wire(STR)
+    stream_id: int = wire(U16, 0)
+    final: bool = wire(BOOL, False)
+
+
+@dataclass(frozen=True)
+class TextInput(Message):
+    """Device -> gateway: a typed utterance (no audio)."""
+
+    TYPE: ClassVar[int] = 0x22
+    NAME: ClassVar[str] = "text_input"
+    text: str = wire(STR)
+
+
+@dataclass(frozen=True)
+class VadEvent(Message):
+    """Gateway -> device: speech started or ended in the device's audio (for a listening LED).
+
+    audio_ms is the position in the device's input audio, in milliseconds since the session's
+    first audio, at which the event was detected.
+    """
+
+    TYPE: ClassVar[int] = 0x23
+    NAME: ClassVar[str] = "vad_event"
+    SPEECH_START: ClassVar[SpeechEvent] = SpeechEvent.SPEECH_START
+    SPEECH_END: ClassVar[SpeechEvent] = SpeechEvent.SPEECH_END
+    event: SpeechEvent = wire(Enum8(SpeechEvent))
+    audio_ms: int = wire(U32, 0)
+
+
+ALL_MESSAGES: tuple[type[Message], ...] = (
+    Hello, Welcome, Ping, Pong, Error, Abort,
+    AudioStart, AudioChunk, AudioStop,
+    Transcript, ReplyText, TextInput, VadEvent,
+)  # fmt: skip
+
+
+def reserved_range(code: int) -> str | None:
+    """The purpose of a reserved type code, or None if the code is not reserved."""
+    for low, high, purpose in RESERVED_TYPE_RANGES:
+        if low <= code <= high:
+            return purpose
+    return None
+
+
+def _build_registry(classes: tuple[type[Message], ...]) -> Mapping[int, type[Message]]:
+    registry: dict[int, type[Message]] = {}
+    names: set[str] = set()
+    for cls in classes:
+        if not 0 <= cls.TYPE <= 0xFF or cls.TYPE in registry or reserved_range(cls.TYPE):
+            raise ValueError(f"{cls.__name__}: bad or duplicate type code 0x{cls.TYPE:02x}")
+        if cls.NAME in names:
+            raise ValueError(f"{cls.__name__}: duplicate name {cls.NAME!r}")
+        specs = [spec for _, spec in wire_fields(cls)]
+        if any(isinstance(spec, BytesRest) for spec in specs[:-1]):
+            raise ValueError(f"{cls.__name__}: bytes_rest must be the last field")
+        registry[cls.TYPE] = cls
+        names.add(cls.NAME)
+    return MappingProxyType(registry)
+
+
+MESSAGE_TYPES: Mapping[int, type[Message]] = _build_registry(ALL_MESSAGES)
+"""Type code -> message class (read-only)."""
+
+MESSAGE_NAMES: Mapping[str, type[Message]] = MappingProxyType(
+    {cls.NAME: cls for cls in ALL_MESSAGES}
+)
+"""Snake-case NAME -> message class (read-only)."""

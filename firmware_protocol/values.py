@@ -1,0 +1,93 @@
+"""Value types embedded in messages: audio format, capability flags, stop reasons."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum, IntFlag
+
+from .errors import malformed
+
+PROTOCOL_VERSION = 1
+"""The protocol version this package speaks (sent in `Hello` and `Welcome`)."""
+
+CODECS: tuple[str, ...] = ("pcm_s16le", "opus")
+"""Codec names by wire code: index 0 is `pcm_s16le`, 1 is `opus`."""
+
+MIN_SAMPLE_RATE = 8000
+MAX_SAMPLE_RATE = 48000
+MAX_CHANNELS = 2
+
+
+class Capability(IntFlag):
+    """What a device can do, announced as a u32 bit set in `Hello.capabilities`.
+
+    Unknown bits are kept (a newer device may announce more than this version knows).
+    """
+
+    AUDIO_IN = 1
+    AUDIO_OUT = 2
+    TEXT = 4
+    VISEMES = 8  # future expression messages (0x30-0x3F)
+    MOUTH = 16  # future expression messages (0x30-0x3F)
+    ACTION = 32  # future expression messages (0x30-0x3F)
+    SERVO = 64  # future servo commands (0x50-0x5F)
+    SENSOR = 128  # future sensor readings (0x40-0x4F)
+    SCREEN = 256
+
+
+class StopReason(IntEnum):
+    """Why an audio stream ended (`AudioStop.reason`, u8)."""
+
+    END = 0
+    ABORTED = 1
+    ERROR = 2
+
+
+class SpeechEvent(IntEnum):
+    """What the gateway's voice activity detector saw (`VadEvent.event`, u8)."""
+
+    SPEECH_START = 0
+    SPEECH_END = 1
+
+
+@dataclass(frozen=True)
+class AudioFormat:
+    """An audio stream's format; 6 bytes on the wire: u8 codec, u32 sample_rate, u8 channels.
+
+    PCM is signed 16-bit little-endian, interleaved when there are two channels.
+    """
+
+    codec: str = "pcm_s16le"
+    sample_rate: int = 16000
+    channels: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.codec, str) or self.codec not in CODECS:
+            raise malformed(f"AudioFormat.codec must be one of {CODECS}, got {self.codec!r}")
+        if not _is_int(self.sample_rate) or not (
+            MIN_SAMPLE_RATE <= self.sample_rate <= MAX_SAMPLE_RATE
+        ):
+            raise malformed(
+                f"AudioFormat.sample_rate must be {MIN_SAMPLE_RATE}..{MAX_SAMPLE_RATE},"
+                f" got {self.sample_rate!r}"
+            )
+        if not _is_int(self.channels) or not (1 <= self.channels <= MAX_CHANNELS):
+            raise malformed(
+                f"AudioFormat.channels must be 1..{MAX_CHANNELS}, got {self.channels!r}"
+            )
+
+    @property
+    def codec_code(self) -> int:
+        """The codec's u8 wire code."""
+        return CODECS.index(self.codec)
+
+    @classmethod
+    def from_codec_code(cls, code: int, sample_rate: int, channels: int) -> AudioFormat:
+        """Build from wire values; an unknown codec code is a `malformed-message`."""
+        if not 0 <= code < len(CODECS):
+            raise malformed(f"AudioFormat.codec: unknown codec code {code}")
+        return cls(CODECS[code], sample_rate, channels)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

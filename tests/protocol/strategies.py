@@ -1,0 +1,52 @@
+"""Hypothesis strategies built from each message class's field specs.
+
+A new message class gets a strategy automatically; a new kind of field spec makes
+`field_strategy` fail loudly until a strategy is added here.
+"""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from firmware_protocol import CODECS, MESSAGE_TYPES, AudioFormat, Message
+from firmware_protocol.fields import Bool, BytesRest, Enum8, FieldSpec, Flags, Format, Str, UInt
+from firmware_protocol.messages import wire_fields
+
+# Surrogates cannot be encoded as UTF-8, so they are excluded.
+TEXT = st.text(st.characters(codec="utf-8"), max_size=40)
+AUDIO_FORMATS = st.builds(
+    AudioFormat,
+    codec=st.sampled_from(CODECS),
+    sample_rate=st.integers(8000, 48000),
+    channels=st.integers(1, 2),
+)
+
+
+def field_strategy(spec: FieldSpec) -> st.SearchStrategy:
+    if isinstance(spec, Enum8):
+        return st.sampled_from(list(spec.enum_type))
+    if isinstance(spec, Flags):
+        return st.integers(0, (1 << spec.bits) - 1)
+    if isinstance(spec, UInt):
+        return st.integers(0, (1 << spec.bits) - 1)
+    if isinstance(spec, Bool):
+        return st.booleans()
+    if isinstance(spec, Str):
+        if spec.pattern is not None:
+            return st.from_regex(spec.pattern, fullmatch=True)
+        return TEXT
+    if isinstance(spec, BytesRest):
+        return st.binary(max_size=600)  # longer than one 254-byte COBS block
+    if isinstance(spec, Format):
+        return AUDIO_FORMATS
+    raise LookupError(f"no strategy for field spec {type(spec).__name__}: add one")
+
+
+def message_strategy(cls: type[Message]) -> st.SearchStrategy[Message]:
+    fields = {name: field_strategy(spec) for name, spec in wire_fields(cls)}
+    return st.builds(cls, **fields)
+
+
+ANY_MESSAGE: st.SearchStrategy[Message] = st.one_of(
+    [message_strategy(cls) for cls in MESSAGE_TYPES.values()]
+)
