@@ -1,7 +1,7 @@
 """`gateway models list | prepare [NAME] | verify [NAME]`.
 
-gateway/cli.py registers this with `add_models_parser(sub)` and, for the `models` command,
-calls `run_models(args, cfg)`.
+gateway/cli.py registers this with `add_models_parser(sub)`; the parser sets
+`func=run_models`, so the CLI's `args.func(args, cfg)` runs `run_models(args, cfg) -> exit code`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def add_models_parser(subparsers: Any) -> argparse.ArgumentParser:
     prep.add_argument("name", nargs="?", help="model name (see `gateway models list`)")
     ver = actions.add_parser("verify", help="re-hash prepared files against the manifest")
     ver.add_argument("name", nargs="?", help="model name (default: all)")
-    p.set_defaults(models_action="list")
+    p.set_defaults(models_action="list", func=run_models)
     return p
 
 
@@ -56,7 +56,9 @@ def run_models(args: argparse.Namespace, cfg: GatewayConfig) -> int:
             problems = store.verify(name)
             for p in problems:
                 print(f"FAIL {p}")
-            if not problems:
+            if problems:
+                print(f"     -> run `gateway models prepare{' ' + name if name else ''}`")
+            else:
                 print("OK   all checksums match the manifest")
             return 1 if problems else 0
     except ModelError as exc:

@@ -35,8 +35,7 @@ SUMS_FILE = "SHA256SUMS"
 _CHECKOUT_MANIFEST = Path(__file__).resolve().parent.parent / "models" / "manifest.yaml"
 
 
-def _quiet(_: str) -> None:
-    pass
+def _quiet(_: str) -> None: ...
 
 
 class _Strict(BaseModel):
@@ -78,13 +77,6 @@ class ModelEntry(_Strict):
     source: ModelSource
     files: tuple[ModelFile, ...]
 
-    def file(self, role: str) -> ModelFile:
-        for f in self.files:
-            if f.role == role:
-                return f
-        raise ModelError(f"model {self.name} has no file with role {role!r} in the manifest")
-
-
 class Manifest(_Strict):
     version: Literal[1]
     models: tuple[ModelEntry, ...]
@@ -103,10 +95,8 @@ def load_manifest(path: Path) -> Manifest:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
         return Manifest.model_validate(data)
-    except OSError as exc:
-        raise ModelError(f"cannot read the model manifest {path}: {exc.strerror}") from None
-    except (yaml.YAMLError, ValidationError) as exc:
-        raise ModelError(f"the model manifest {path} is invalid: {exc}") from None
+    except (OSError, yaml.YAMLError, ValidationError) as exc:
+        raise ModelError(f"the model manifest {path} is unreadable or invalid: {exc}") from None
 
 
 def sha256_of(path: Path) -> str:
@@ -128,11 +118,8 @@ def moonshine_tokens(tokenizer_bin: bytes) -> list[bytes]:
         if b0 == 0:
             tokens.append(b"")
             continue
-        if b0 < 128:
-            n = b0
-        else:
-            n = tokenizer_bin[i] * 128 + (b0 - 128)
-            i += 1
+        n = b0 if b0 < 128 else tokenizer_bin[i] * 128 + (b0 - 128)
+        i += 0 if b0 < 128 else 1
         if i + n > len(tokenizer_bin):
             raise ModelError(f"tokenizer.bin is truncated at token {len(tokens)}")
         tokens.append(tokenizer_bin[i : i + n])
@@ -304,25 +291,25 @@ class ModelStore:
 
     # -- verification ----------------------------------------------------------------------
     def verify(self, name: str | None = None) -> list[str]:
-        """Re-hash the real bytes of prepared files; one problem string per finding."""
+        """Re-hash the real bytes of prepared files; one problem string per finding (the fix
+        is always `gateway models prepare [NAME]`)."""
         entries = self.manifest.models if name is None else (self.entry(name),)
         problems: list[str] = []
         for entry in entries:
-            fix = f"run `gateway models prepare {entry.name}`"
             folder = self.root / entry.name
             if not (folder / SUMS_FILE).exists():
-                problems.append(f"{entry.name}: not prepared ({fix})")
+                problems.append(f"{entry.name}: not prepared")
                 continue
             for f in entry.files:
                 path = folder / f.name
                 if not path.exists():
-                    problems.append(f"{entry.name}/{f.name}: missing ({fix})")
+                    problems.append(f"{entry.name}/{f.name}: missing")
                     continue
                 digest = sha256_of(path)
                 if digest != f.sha256:
                     problems.append(
                         f"{entry.name}/{f.name}: sha256 {digest[:12]}... does not match the "
-                        f"manifest {f.sha256[:12]}... ({fix})"
+                        f"manifest {f.sha256[:12]}..."
                     )
         return problems
 

@@ -51,7 +51,7 @@ class PiperTts:
             config = PiperConfig.from_dict(json.loads(json_config.read_text(encoding="utf-8")))
             self._voice = PiperVoice(session=_session(onnx, num_threads), config=config,
                                      espeak_data_dir=espeak_data_dir())
-        except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        except Exception as exc:  # vendor boundary: onnxruntime errors derive from Exception
             raise ModelError(f"cannot load the Piper voice {onnx}: {exc}") from exc
         self.sample_rate: int = config.sample_rate
         self.length_scale = length_scale
@@ -64,14 +64,24 @@ class PiperTts:
         if not text.strip():
             return
         produced = False
-        try:
-            for chunk in self._voice.synthesize(text, syn_config=self._syn):
-                pcm = chunk.audio_int16_array
-                if pcm.size:
-                    produced = True
-                    yield SynthChunk(pcm=pcm, sample_rate=chunk.sample_rate)
-        except (RuntimeError, ValueError, KeyError) as exc:
-            raise TtsError(f"Piper failed on {text[:40]!r}: {exc}") from exc
+        pieces = iter(self._voice.synthesize(text, syn_config=self._syn))
+        while True:
+            try:
+                chunk = next(pieces, None)
+            except Exception as exc:  # vendor boundary, see above
+                raise TtsError(f"Piper failed on {text[:40]!r}: {exc}") from exc
+            if chunk is None:
+                break
+            pcm = chunk.audio_int16_array
+            if pcm.size:
+                produced = True
+                yield SynthChunk(pcm=pcm, sample_rate=chunk.sample_rate)
         if not produced:  # e.g. text of punctuation only: keep "at least one chunk"
             silence = np.zeros(self.sample_rate * _EMPTY_SENTENCE_MS // 1000, dtype=np.int16)
             yield SynthChunk(pcm=silence, sample_rate=self.sample_rate)
+
+    def synthesize_float(self, text: str) -> tuple[np.ndarray, int]:
+        """All of `text` as one float32 array in [-1, 1], and its sample rate (for tools)."""
+        pcm = [c.pcm for c in self.synthesize(text)]
+        audio = np.concatenate(pcm) if pcm else np.zeros(0, np.int16)
+        return audio.astype(np.float32) / 32768.0, self.sample_rate

@@ -14,9 +14,9 @@ What `VadModel.is_speech` does (sherpa-onnx 2.0.1, silero-vad-model.cc), verifie
 * Its sample counter is an int32: it would overflow after ~37 h without a reset, so we reset
   during silence long before that.
 
-Cost: each `VadModel` owns an onnxruntime session: ~45 ms to create and ~7 MB RSS each
-(measured on x86-64), so `clone()` per device session is fine for tens of devices, not thousands.
-Per 32 ms window: ~0.08 ms.
+Cost: each `VadModel` owns an onnxruntime session: ~30-40 ms to create and ~6.5 MB RSS each
+(measured on a 2-core x86-64), so `clone()` per device session is fine for tens of devices,
+not thousands. Per 32 ms window: ~0.08 ms.
 """
 
 from __future__ import annotations

@@ -1,0 +1,215 @@
+"""`gateway doctor`: check this machine can run the gateway, and say how to fix what is wrong.
+
+One line per check, `OK`, `WARN` or `FAIL`, followed by `-> what to do` for every problem.
+The exit code is non-zero only when something FAILs. Doctor never changes anything: it does not
+prepare models (it tells you to) and only binds the WebSocket port for a moment to test it.
+"""
+
+from __future__ import annotations
+
+import errno
+import importlib.metadata
+import importlib.util
+import os
+import shutil
+import socket
+import sqlite3
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from gateway.config import GatewayConfig
+from gateway.errors import GatewayError
+from gateway.modelstore import ModelStore
+
+OK, WARN, FAIL = "OK", "WARN", "FAIL"
+_DISK_WARN_MB = 500  # enough to copy all models where symlinks are impossible
+_DISK_FAIL_MB = 50
+
+
+@dataclass(frozen=True)
+class Check:
+    status: str
+    what: str
+    fix: str = ""
+
+
+def _python() -> Iterator[Check]:
+    v = sys.version_info
+    text = f"Python {v.major}.{v.minor}.{v.micro}"
+    if v >= (3, 11):
+        yield Check(OK, text)
+    else:
+        yield Check(FAIL, f"{text} is too old", "install Python 3.11 or newer")
+
+
+def _used_models(cfg: GatewayConfig) -> set[str]:
+    used = {cfg.vad.model, cfg.tts.voice}
+    if cfg.asr.engine == "moonshine":
+        used.add(cfg.asr.model)
+    return used
+
+
+def _models(cfg: GatewayConfig, store: ModelStore) -> tuple[list[Check], bool]:
+    """One check per model, and whether every model this config uses is ready."""
+    used = _used_models(cfg)
+    known = {m.name for m in store.manifest.models}
+    checks = [
+        Check(FAIL, f"model {name}: configured but not in {store.manifest_path}",
+              "fix vad.model / asr.model / tts.voice in gateway.yaml (see `gateway models list`)")
+        for name in sorted(used - known)
+    ]
+    ready = not checks
+    for status in store.list():
+        problems = store.verify(status.name)
+        if not problems:
+            checks.append(Check(OK, f"model {status.name}: prepared, checksums match ({status.path})"))
+            continue
+        in_use = status.name in used
+        ready = ready and not in_use
+        note = "" if in_use else " (not used by this config)"
+        text = "; ".join(p.removeprefix(f"{status.name}: ") for p in problems)
+        checks.append(Check(FAIL if in_use else WARN, f"model {status.name}{note}: {text}",
+                            f"run `gateway models prepare {status.name}`"))
+    return checks, ready
+
+
+def _engines(cfg: GatewayConfig, store: ModelStore, ready: bool) -> Iterator[Check]:
+    if not ready:
+        yield Check(FAIL, "engines: not loaded, because of the model problems above",
+                    "run `gateway models prepare`, then `gateway doctor` again")
+        return
+    from gateway.engines.factory import load_engines
+
+    start = time.perf_counter()
+    try:
+        engines = load_engines(cfg, store)
+    except GatewayError as exc:
+        yield Check(FAIL, f"engines: {exc.text}", "see the message; `gateway models verify` may help")
+        return
+    except Exception as exc:  # doctor is a boundary: report any engine failure as a finding
+        yield Check(FAIL, f"engines: {type(exc).__name__}: {exc}",
+                    "reinstall the engine packages (`pip install -e .`) and report the error")
+        return
+    parts = ", ".join(f"{k} {v:.2f} s" for k, v in engines.load_seconds.items())
+    yield Check(OK, f"engines load in {time.perf_counter() - start:.2f} s ({parts})")
+
+
+def _listener_of(port: int) -> str:
+    """'pid 123 (python3)' for the process listening on a TCP port (Linux /proc), or ''."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            if len(cols) > 9 and cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(cols[9])
+    for pid in filter(str.isdigit, os.listdir("/proc") if inodes else []):
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if link.startswith("socket:[") and link[8:-1] in inodes:
+                    comm = Path(f"/proc/{pid}/comm").read_text().strip()
+                    return f"pid {pid} ({comm})"
+        except OSError:
+            continue
+    return ""
+
+
+def _port(cfg: GatewayConfig) -> Iterator[Check]:
+    host, port = cfg.server.host, cfg.server.websocket_port
+    where = f"WebSocket port {host}:{port}"
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host, port))
+    except OSError as exc:
+        change = "or set server.websocket_port (or server.host) in gateway.yaml"
+        if exc.errno == errno.EADDRINUSE:
+            who = _listener_of(port) or "another process"
+            yield Check(FAIL, f"{where} is in use by {who}", f"stop that process {change}")
+        elif exc.errno == errno.EACCES:
+            yield Check(FAIL, f"{where}: permission denied", f"use a port >= 1024 {change}")
+        else:
+            yield Check(FAIL, f"{where}: cannot bind ({exc.strerror})",
+                        "server.host must be an address of this machine (0.0.0.0 = all)")
+        return
+    yield Check(OK, f"{where} is free")
+
+
+def _sqlite() -> Iterator[Check]:
+    text = f"SQLite {sqlite3.sqlite_version} (stdlib sqlite3)"
+    if hasattr(sqlite3.Connection, "enable_load_extension"):
+        yield Check(OK, f"{text} can load extensions (sqlite-vec)")
+    else:
+        yield Check(WARN, f"{text} was built without enable_load_extension",
+                    "nothing to do now: the memory feature (later) will use apsw or pysqlite3 "
+                    "to load sqlite-vec instead")
+
+
+def _libraries() -> Iterator[Check]:
+    found, missing = [], []
+    for dist in ("numpy", "soxr", "onnxruntime", "sherpa-onnx", "piper-tts"):
+        try:
+            found.append(f"{dist} {importlib.metadata.version(dist)}")
+        except importlib.metadata.PackageNotFoundError:
+            missing.append(dist)
+    if missing:
+        yield Check(FAIL, f"audio libraries missing: {', '.join(missing)}",
+                    f"pip install {' '.join(missing)} (or `pip install -e .`)")
+    else:
+        yield Check(OK, "audio libraries: " + ", ".join(found))
+
+
+def _espeak() -> Iterator[Check]:
+    spec = importlib.util.find_spec("piper")  # located, not imported
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    data = Path(locations[0]) / "espeak-ng-data" if locations else None
+    if data is not None and (data / "phontab").is_file() and (data / "en_dict").is_file():
+        yield Check(OK, f"espeak-ng data bundled with piper: {data}")
+    else:
+        yield Check(FAIL, "espeak-ng data bundled with piper-tts is missing",
+                    "pip install --force-reinstall 'piper-tts>=1.8,<2'")
+
+
+def _disk(cfg: GatewayConfig) -> Iterator[Check]:
+    path = cfg.path(cfg.models.dir)
+    probe = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
+    free_mb = shutil.disk_usage(probe).free / 1e6
+    text = f"disk: {free_mb:,.0f} MB free for {path}"
+    if free_mb < _DISK_FAIL_MB:
+        yield Check(FAIL, text, "free some space on that file system or move models.dir")
+    elif free_mb < _DISK_WARN_MB:
+        yield Check(WARN, text, "models are symlinked, but copies need ~130 MB; free some space")
+    else:
+        yield Check(OK, text)
+
+
+def run_doctor(cfg: GatewayConfig, out: Callable[[str], None] = print) -> int:
+    """Run every check, print one line each; returns 1 if any check FAILed, else 0."""
+    checks: list[Check] = [*_python()]
+    try:
+        store = ModelStore(cfg)
+    except GatewayError as exc:
+        checks.append(Check(FAIL, f"model manifest: {exc.text}", "set models.manifest in gateway.yaml"))
+        checks.append(Check(FAIL, "engines: not loaded, no model manifest"))
+    else:
+        model_checks, ready = _models(cfg, store)
+        checks.extend(model_checks)
+        checks.extend(_engines(cfg, store, ready))
+    for part in (_port(cfg), _sqlite(), _libraries(), _espeak(), _disk(cfg)):
+        checks.extend(part)
+    for c in checks:
+        out(f"{c.status:<4} {c.what}")
+        if c.fix and c.status != OK:
+            out(f"     -> {c.fix}")
+    failed = sum(c.status == FAIL for c in checks)
+    warned = sum(c.status == WARN for c in checks)
+    out(f"{len(checks)} checks: {failed} failed, {warned} warnings")
+    return 1 if failed else 0

@@ -1,0 +1,90 @@
+"""Build the configured VAD, ASR and TTS engines, preparing bundled models on first use.
+
+The engine modules are imported inside the loaders, so importing this module stays cheap and
+does not pull in sherpa-onnx or piper.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+from gateway.config import AsrConfig, GatewayConfig
+from gateway.engines.base import AsrEngine, TtsEngine, VadEngine
+from gateway.errors import ModelError
+from gateway.modelstore import ModelStore
+
+if TYPE_CHECKING:
+    from gateway.engines.piper_tts import PiperTts
+
+Progress = Callable[[str], None]
+
+
+def _quiet(_: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Engines:
+    vad: VadEngine  # the prototype: call `vad.clone()` once per device session
+    asr: AsrEngine
+    tts: TtsEngine
+    load_seconds: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+
+
+def _files(store: ModelStore, name: str, kind: str, key: str, progress: Progress) -> dict[str, Path]:
+    entry = store.entry(name)
+    if entry.kind != kind:
+        raise ModelError(f"{key} = {name!r} is a model of kind {entry.kind}, not {kind}")
+    if not store.is_prepared(name):
+        progress(f"preparing {name} (first use)")
+    return store.files_of(name, progress)
+
+
+def load_vad(cfg: GatewayConfig, store: ModelStore, progress: Progress = _quiet) -> VadEngine:
+    from gateway.engines.silero_vad import SileroVad
+
+    files = _files(store, cfg.vad.model, "vad", "vad.model", progress)
+    return SileroVad(files["model"], cfg.vad.threshold)
+
+
+def load_asr(cfg: GatewayConfig, store: ModelStore, progress: Progress = _quiet) -> AsrEngine:
+    from gateway.engines.sherpa_asr import MoonshineAsr, OnlineAsr
+
+    a: AsrConfig = cfg.asr
+    if a.engine == "moonshine":
+        files = _files(store, a.model, "asr", "asr.model", progress)
+        return MoonshineAsr(files["encoder"], files["decoder"], files["tokens"], a.num_threads)
+    paths = {k: (cfg.path(p) if p is not None else None)
+             for k, p in (("encoder", a.encoder), ("decoder", a.decoder),
+                          ("joiner", a.joiner), ("tokens", a.tokens))}
+    return OnlineAsr(a.engine, num_threads=a.num_threads, **paths)
+
+
+def load_tts(cfg: GatewayConfig, store: ModelStore, progress: Progress = _quiet) -> "PiperTts":
+    from gateway.engines.piper_tts import PiperTts
+
+    files = _files(store, cfg.tts.voice, "tts", "tts.voice", progress)
+    return PiperTts(files["model"], files["config"], cfg.tts.length_scale, cfg.tts.num_threads)
+
+
+def load_engines(cfg: GatewayConfig, store: ModelStore, progress: Progress = _quiet) -> Engines:
+    """Load VAD, ASR and TTS (blocking, a few seconds). Raises ModelError naming what is missing."""
+    loaded: dict[str, object] = {}
+    seconds: dict[str, float] = {}
+    for what, loader in (("vad", load_vad), ("asr", load_asr), ("tts", load_tts)):
+        start = time.perf_counter()
+        try:
+            loaded[what] = loader(cfg, store, progress)
+        except ImportError as exc:
+            raise ModelError(
+                f"the {what} engine needs the Python module {exc.name!r}, which is not installed "
+                f"(`pip install -e .` in the gateway checkout installs every engine dependency)"
+            ) from exc
+        seconds[what] = time.perf_counter() - start
+        progress(f"loaded {what} in {seconds[what]:.2f} s")
+    return Engines(vad=loaded["vad"], asr=loaded["asr"], tts=loaded["tts"],  # type: ignore[arg-type]
+                   load_seconds=MappingProxyType(seconds))

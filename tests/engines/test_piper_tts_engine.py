@@ -1,0 +1,70 @@
+"""PiperTts: int16 audio at 22050 Hz, one chunk per sentence, fast enough for real time."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from gateway.config import GatewayConfig
+from gateway.engines.piper_tts import PiperTts, espeak_data_dir
+from gateway.errors import ModelError
+from gateway.modelstore import ModelStore
+
+pytestmark = pytest.mark.models
+
+
+@pytest.fixture(scope="module")
+def voice_files(prepared_cfg: GatewayConfig) -> dict:
+    return ModelStore(prepared_cfg).files_of("piper-joe-medium")
+
+
+@pytest.fixture(scope="module")
+def tts(voice_files: dict) -> PiperTts:
+    return PiperTts(voice_files["model"], voice_files["config"], length_scale=1.0, num_threads=1)
+
+
+def test_synthesis_yields_int16_chunks_at_22050_faster_than_half_real_time(tts: PiperTts) -> None:
+    start = time.perf_counter()
+    chunks = list(tts.synthesize("What time is it? It is half past three in the afternoon."))
+    elapsed = time.perf_counter() - start
+    assert tts.sample_rate == 22050
+    assert len(chunks) == 2  # one per sentence
+    assert all(c.pcm.dtype == np.int16 and c.pcm.ndim == 1 and c.sample_rate == 22050 for c in chunks)
+    seconds = sum(len(c.pcm) for c in chunks) / 22050
+    assert 2.0 < seconds < 8.0
+    assert np.abs(chunks[0].pcm).max() > 10000  # normalised speech, not silence
+    rtf = elapsed / seconds
+    assert rtf < 0.5, f"RTF {rtf:.3f}"
+
+
+def test_the_first_chunk_arrives_before_the_last_sentence_is_synthesized(tts: PiperTts) -> None:
+    pieces = tts.synthesize("One. Two. Three. Four.")
+    first = next(pieces)
+    assert len(first.pcm) > 0
+    assert len(list(pieces)) == 3
+
+
+def test_empty_text_yields_nothing_and_punctuation_yields_one_chunk(tts: PiperTts) -> None:
+    assert list(tts.synthesize("")) == []
+    assert list(tts.synthesize("   ")) == []
+    chunks = list(tts.synthesize("..."))
+    assert len(chunks) >= 1 and chunks[0].sample_rate == 22050
+
+
+def test_length_scale_slows_speech_down(voice_files: dict, tts: PiperTts) -> None:
+    slow = PiperTts(voice_files["model"], voice_files["config"], length_scale=1.6)
+    text = "The quick brown fox jumps over the lazy dog."
+    normal_len = sum(len(c.pcm) for c in tts.synthesize(text))
+    slow_len = sum(len(c.pcm) for c in slow.synthesize(text))
+    assert slow_len > normal_len * 1.3
+
+
+def test_bundled_espeak_data_is_present() -> None:
+    assert (espeak_data_dir() / "en_dict").is_file()
+
+
+def test_missing_voice_files_are_a_model_error(tmp_path) -> None:
+    with pytest.raises(ModelError, match="not found"):
+        PiperTts(tmp_path / "v.onnx", tmp_path / "v.onnx.json")

@@ -1,0 +1,77 @@
+"""SileroVad: speech windows from the real voice are speech; silence and low noise are not."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from gateway.config import GatewayConfig
+from gateway.engines.silero_vad import SileroVad
+from gateway.errors import ModelError
+from gateway.modelstore import ModelStore
+
+pytestmark = pytest.mark.models
+
+
+@pytest.fixture(scope="module")
+def vad(prepared_cfg: GatewayConfig) -> SileroVad:
+    files = ModelStore(prepared_cfg).files_of("silero-vad")
+    return SileroVad(files["model"], threshold=0.5)
+
+
+def _run(vad: SileroVad, audio: np.ndarray) -> list[bool]:
+    vad.reset()
+    return [vad.is_speech(audio[i : i + 512]) for i in range(0, len(audio) - 511, 512)]
+
+
+def test_synthesized_speech_is_detected_and_surrounding_silence_is_not(vad: SileroVad, speech16k) -> None:
+    speech = speech16k("What time is it? Please turn on the kitchen light.")
+    silence = np.zeros(16000, np.float32)
+    flags = _run(vad, np.concatenate([silence, speech, silence]))
+    lead, body, tail = flags[:31], flags[31 : 31 + len(speech) // 512], flags[-20:]
+    assert not any(lead)
+    assert sum(body) / len(body) > 0.7
+    assert not any(tail)
+
+
+@pytest.mark.parametrize("amplitude", [0.0, 0.001, 0.003, 0.01])
+def test_silence_and_low_noise_are_not_speech(vad: SileroVad, amplitude: float) -> None:
+    noise = np.random.default_rng(7).standard_normal(16000 * 3).astype(np.float32) * amplitude
+    assert not any(_run(vad, noise))
+
+
+def test_a_window_of_the_wrong_size_raises_instead_of_killing_the_process(vad: SileroVad) -> None:
+    with pytest.raises(ValueError, match="512 samples"):
+        vad.is_speech(np.zeros(576, np.float32))
+    with pytest.raises(ValueError):
+        vad.is_speech(np.zeros((2, 512), np.float32))
+
+
+def test_float64_windows_are_converted_and_window_attributes_are_exposed(vad: SileroVad) -> None:
+    assert (vad.sample_rate, vad.window_samples) == (16000, 512)
+    vad.reset()
+    assert vad.is_speech(np.zeros(512, np.float64)) is False
+
+
+def test_clones_keep_separate_state(vad: SileroVad, speech16k) -> None:
+    speech = speech16k("Hello there, how are you doing today?")
+    a, b = vad.clone(), vad.clone()
+    assert any(_run(a, speech))
+    # b never saw audio: a silent window right after is not speech for b ...
+    assert b.is_speech(np.zeros(512, np.float32)) is False
+    # ... and a's state did not leak into the prototype either.
+    assert _run(vad, np.zeros(8000, np.float32)) == [False] * 15
+
+
+def test_a_per_session_clone_is_cheap_enough(vad: SileroVad) -> None:
+    start = time.perf_counter()
+    clones = [vad.clone() for _ in range(5)]
+    per_clone = (time.perf_counter() - start) / len(clones)
+    assert per_clone < 0.5, f"clone took {per_clone:.3f} s"
+
+
+def test_a_missing_model_file_is_a_model_error(tmp_path) -> None:
+    with pytest.raises(ModelError, match="not found"):
+        SileroVad(tmp_path / "nope.onnx")
