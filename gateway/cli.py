@@ -125,13 +125,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", metavar="FILE", help="gateway.yaml to use")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    # --config is accepted before or after the command (`gateway run --config FILE`).
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS, help="gateway.yaml to use")
 
-    run = sub.add_parser("run", help="serve devices (prints where they connect)")
+    run = sub.add_parser("run", parents=[common], help="serve devices (prints where they connect)")
     run.add_argument("--port", type=int, help="WebSocket port (overrides server.websocket_port; 0 = any free port)")
     run.add_argument("--host", help="address to listen on (overrides server.host)")
     run.set_defaults(func=_cmd_run)
 
-    sim = sub.add_parser("simulate", help="a virtual voice box: stream a WAV (or spoken text) and receive the reply",
+    sim = sub.add_parser("simulate", parents=[common], help="a virtual voice box: stream a WAV (or spoken text) and receive the reply",
                          description="Connects like an ESP32 voice box, streams the audio in real time, keeps "
                          "streaming silence until the reply ends, and saves the reply. Exit code 0 when a reply "
                          "came back, 1 when none did, 2 when it could not connect.")
@@ -148,17 +151,18 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--device-id", default="simulator", help="device id to announce")
     sim.set_defaults(func=_cmd_simulate)
 
-    doc = sub.add_parser("doctor", help="check models, ports, SQLite and audio libraries; say what to fix")
+    doc = sub.add_parser("doctor", parents=[common], help="check models, ports, SQLite and audio libraries; say what to fix")
     doc.set_defaults(func=_cmd_doctor)
 
-    bench = sub.add_parser("bench", help="measure latency and real-time factors (prints medians and p95)")
+    bench = sub.add_parser("bench", parents=[common], help="measure latency and real-time factors (prints medians and p95)")
     bench.add_argument("--utterances", type=int, default=20, help="how many utterances (default 20)")
     bench.add_argument("--json", action="store_true", help="print the figures as JSON")
     bench.set_defaults(func=_cmd_bench)
 
     from gateway.cli_models import add_models_parser
 
-    add_models_parser(sub)
+    models = add_models_parser(sub)
+    models.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS, help="gateway.yaml to use")
     return parser
 
 
