@@ -9,6 +9,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from gateway.audio.pcm import int16_to_float, resample
 from gateway.config import GatewayConfig
 from gateway.devices.registry import SessionRegistry
 from gateway.devices.session import SessionServices, serve_device
@@ -27,6 +30,11 @@ def load_runner(cfg: GatewayConfig, progress: Callable[[str], None]) -> EngineRu
     """Load (and on first use prepare) every model, warm them up, and put them on their threads."""
     started = time.monotonic()
     engines = load_engines(cfg, ModelStore(cfg), progress)
+    # Warm the ASR on real speech (the TTS says a phrase): noise alone leaves the decoder's first
+    # real run slow, and this way the memory the gateway holds at idle is its steady state.
+    chunks = list(engines.tts.synthesize("Hello, this is a warm up."))
+    speech = np.concatenate([int16_to_float(c.pcm) for c in chunks])
+    engines.asr.transcribe(resample(speech, chunks[0].sample_rate, engines.asr.sample_rate))
     progress(f"models ready in {time.monotonic() - started:.1f} s")
     return EngineRunner(engines.vad, engines.asr, engines.tts)
 

@@ -115,7 +115,8 @@ async def _run(cfg: GatewayConfig, n: int, say) -> dict:
             say(f"[{i}/{n}] {q!r} -> heard {res.transcript!r}, first audio {res.first_audio_ms:.0f} ms after input end")
     finally:
         server.cancel()
-        runner.close()
+    busy_rss = _rss_mb()
+    runner.close()
     # Reply TTS RTF, from the engine itself over the replies the gateway gave.
     for m in metrics:
         if m.reply:
@@ -124,6 +125,7 @@ async def _run(cfg: GatewayConfig, n: int, say) -> dict:
     return {
         "utterances": len(metrics),
         "idle_rss_mb": round(idle_rss, 1),
+        "rss_after_all_utterances_mb": round(busy_rss, 1),
         "vad_ms_per_32ms_window": round(vad_ms, 4),
         "asr_rtf": _stats([m.asr_ms / m.utterance_ms for m in metrics if m.utterance_ms]),
         "tts_rtf": _stats(tts_rtf),

@@ -55,9 +55,13 @@ def load_asr(cfg: GatewayConfig, store: ModelStore, progress: Progress = _quiet)
     from gateway.engines.sherpa_asr import MoonshineAsr, OnlineAsr
 
     a: AsrConfig = cfg.asr
-    if a.engine == "moonshine":
+    if a.engine in ("moonshine", "moonshine-sherpa"):
         files = _files(store, a.model, "asr", "asr.model", progress)
-        return MoonshineAsr(files["encoder"], files["decoder"], files["tokens"], a.num_threads)
+        if a.engine == "moonshine-sherpa":
+            return MoonshineAsr(files["encoder"], files["decoder"], files["tokens"], a.num_threads)
+        from gateway.engines.moonshine_ort import MoonshineOnnxAsr
+
+        return MoonshineOnnxAsr(files["encoder"], files["decoder"], files["tokens"], a.num_threads)
     paths = {k: (cfg.path(p) if p is not None else None)
              for k, p in (("encoder", a.encoder), ("decoder", a.decoder),
                           ("joiner", a.joiner), ("tokens", a.tokens))}

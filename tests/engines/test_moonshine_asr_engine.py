@@ -1,4 +1,5 @@
-"""MoonshineAsr: transcribes speech synthesized by the real Piper voice back to the same words."""
+"""Both Moonshine engines (onnxruntime direct, the default, and sherpa-onnx) transcribe speech
+synthesized by the real Piper voice back to the same words."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 
 from gateway.config import GatewayConfig
+from gateway.engines.moonshine_ort import MoonshineOnnxAsr
 from gateway.engines.sherpa_asr import MoonshineAsr, clean_transcript
 from gateway.errors import AsrError, ModelError
 from gateway.modelstore import ModelStore
@@ -15,10 +17,10 @@ from gateway.modelstore import ModelStore
 pytestmark = pytest.mark.models
 
 
-@pytest.fixture(scope="module")
-def asr(prepared_cfg: GatewayConfig) -> MoonshineAsr:
+@pytest.fixture(scope="module", params=[MoonshineOnnxAsr, MoonshineAsr], ids=["onnxruntime", "sherpa-onnx"])
+def asr(request, prepared_cfg: GatewayConfig) -> MoonshineAsr:
     files = ModelStore(prepared_cfg).files_of("moonshine-base-en")
-    return MoonshineAsr(files["encoder"], files["decoder"], files["tokens"], num_threads=2)
+    return request.param(files["encoder"], files["decoder"], files["tokens"], num_threads=2)
 
 
 def _words(text: str) -> list[str]:
@@ -61,3 +63,21 @@ def test_stray_quotes_and_whitespace_are_stripped(raw: str, clean: str) -> None:
 def test_missing_model_files_are_a_model_error(tmp_path) -> None:
     with pytest.raises(ModelError, match="does not exist"):
         MoonshineAsr(tmp_path / "e.ort", tmp_path / "d.ort", tmp_path / "tokens.txt")
+
+
+@pytest.fixture(scope="module")
+def both_engines(prepared_cfg: GatewayConfig) -> tuple[MoonshineOnnxAsr, MoonshineAsr]:
+    files = ModelStore(prepared_cfg).files_of("moonshine-base-en")
+    return tuple(cls(files["encoder"], files["decoder"], files["tokens"]) for cls in (MoonshineOnnxAsr, MoonshineAsr))
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    ["Please turn on the kitchen light.", "My blood pressure was one hundred and twenty over eighty.",
+     "Good morning, how did you sleep?"],
+)
+def test_the_onnxruntime_engine_hears_the_same_words_as_sherpa_onnx(both_engines, speech16k, sentence: str) -> None:
+    audio = speech16k(sentence)
+    ours, theirs = (engine.transcribe(audio) for engine in both_engines)
+    assert _words(ours) == _words(theirs)
+    assert len(_words(ours)) >= 4

@@ -1,0 +1,96 @@
+"""Moonshine ASR on onnxruntime directly: the same model files as sherpa-onnx's Moonshine, at
+about 40% of the memory.
+
+Why: sherpa-onnx builds its sessions with onnxruntime's memory arena on and no way to turn it
+off; after its first real decode the process holds ~600 MB for Moonshine base (measured on
+x86-64, see the README's Benchmarks). Here the sessions run without the arena and the greedy
+decoding loop is ours: encoder once, then the merged decoder one token at a time with its
+key/value cache (step 0 runs the no-cache branch and yields the cross-attention cache, later
+steps update only the self-attention cache, as sherpa-onnx does).
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import numpy as np
+import onnxruntime
+
+from gateway.engines.sherpa_asr import SAMPLE_RATE, _as_input, _require_files, clean_transcript
+from gateway.errors import AsrError, ModelError
+
+BOS, EOS = 1, 2
+TOKENS_PER_SECOND = 6.5  # Moonshine's own bound on output length per second of audio
+_MIN_SAMPLES = 160
+
+
+def _session(path: Path, num_threads: int) -> onnxruntime.InferenceSession:
+    opts = onnxruntime.SessionOptions()
+    opts.intra_op_num_threads = num_threads
+    opts.inter_op_num_threads = 1
+    opts.enable_cpu_mem_arena = False
+    opts.enable_mem_pattern = False
+    opts.log_severity_level = 3
+    return onnxruntime.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+
+
+def _read_tokens(path: Path) -> list[bytes]:
+    """tokens.txt as written by the model store: `base64(token) index` per line."""
+    tokens: list[bytes] = []
+    for line in path.read_text(encoding="ascii").splitlines():
+        parts = line.split()
+        tokens.append(base64.b64decode(parts[0]) if len(parts) == 2 else b"")
+    return tokens
+
+
+class MoonshineOnnxAsr:
+    """AsrEngine for Moonshine (base-en) run by onnxruntime without a memory arena."""
+
+    sample_rate = SAMPLE_RATE
+
+    def __init__(self, encoder: Path | str, decoder: Path | str, tokens: Path | str, num_threads: int = 2) -> None:
+        files = _require_files(encoder=Path(encoder), decoder=Path(decoder), tokens=Path(tokens))
+        try:
+            self._enc = _session(files["encoder"], num_threads)
+            self._dec = _session(files["decoder"], num_threads)
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise ModelError(f"cannot load Moonshine from {files['encoder'].parent}: {exc}") from exc
+        self._tokens = _read_tokens(files["tokens"])
+        self._enc_input = self._enc.get_inputs()[0].name
+        inputs = self._dec.get_inputs()
+        self._past = [i.name for i in inputs if i.name.startswith("past_key_values.")]
+        heads, dim = inputs[2].shape[1], inputs[2].shape[3]
+        self._empty = np.zeros((1, heads, 0, dim), np.float32)
+        self._present = [o.name for o in self._dec.get_outputs()][1:]
+        self.transcribe(np.sin(np.linspace(0, 2000, SAMPLE_RATE)).astype(np.float32) * 0.1)  # warm-up
+
+    def transcribe(self, audio: np.ndarray) -> str:
+        samples = _as_input(audio)
+        if samples.size < _MIN_SAMPLES:
+            return ""
+        try:
+            ids = self._decode(samples)
+        except Exception as exc:  # onnxruntime errors carry their own types
+            raise AsrError(f"Moonshine decoding failed: {exc}") from exc
+        text = b"".join(self._tokens[i] for i in ids if i < len(self._tokens)).decode("utf-8", "replace")
+        return clean_transcript(text.replace("\u2581", " "))
+
+    def _decode(self, samples: np.ndarray) -> list[int]:
+        hidden = self._enc.run(None, {self._enc_input: samples[None, :]})[0]
+        cache = {name: self._empty for name in self._past}
+        feeds = {"input_ids": np.array([[BOS]], np.int64), "encoder_hidden_states": hidden}
+        out: list[int] = []
+        max_tokens = int(samples.size / SAMPLE_RATE * TOKENS_PER_SECOND) + 4
+        for step in range(max_tokens):
+            result = self._dec.run(None, {**feeds, **cache, "use_cache_branch": np.array([step > 0])})
+            token = int(result[0][0, -1].argmax())
+            if token == EOS:
+                break
+            out.append(token)
+            for name, value in zip(self._present, result[1:]):
+                if step == 0 or ".decoder." in name:  # the cross-attention cache is made once
+                    cache[name.replace("present.", "past_key_values.", 1)] = value
+            feeds["input_ids"] = np.array([[token]], np.int64)
+        return out
+
