@@ -86,3 +86,17 @@ async def test_simulate_reports_a_clear_error_when_no_gateway_listens():
 
     with pytest.raises(SimulateError, match="cannot connect"):
         await simulate("ws://127.0.0.1:9/ws", np.zeros(1600, np.float32), 16000, timeout=5)
+
+
+async def test_an_oversized_frame_gets_frame_too_large_and_the_connection_stays_usable(ws_gateway, cfg):
+    from firmware_protocol import AudioChunk, Ping, Pong
+
+    async with connect(ws_gateway, max_size=None) as ws:
+        await ws.send(encode(Hello(device_id="big-box")))
+        assert isinstance(decode(await ws.recv()), Welcome)
+        big = AudioChunk(stream_id=1, seq=0, data=b"\x00" * (cfg.server.max_frame_bytes + 2))
+        await ws.send(encode(big))
+        err = decode(await asyncio.wait_for(ws.recv(), 5))
+        assert isinstance(err, Error) and err.code == "frame-too-large"
+        await ws.send(encode(Ping(nonce=7)))
+        assert decode(await asyncio.wait_for(ws.recv(), 5)) == Pong(nonce=7)

@@ -1,0 +1,87 @@
+"""The command line as a user runs it: `gateway run` in one process, `gateway simulate` in another."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+GATEWAY = [sys.executable, "-m", "gateway"]
+
+
+def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*GATEWAY, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def running_gateway():
+    """`gateway run --port 0` as a subprocess; yields the URL it prints."""
+    proc = subprocess.Popen([*GATEWAY, "run", "--port", "0", "--host", "127.0.0.1"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = None
+    deadline = time.monotonic() + 120
+    lines = []
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if m := re.search(r"(ws://127\.0\.0\.1:\d+/ws)", line):
+            url = m.group(1)
+            break
+    if url is None:
+        proc.kill()
+        pytest.fail("gateway run did not print its URL:\n" + "".join(lines))
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.mark.models
+def test_simulate_against_gateway_run_prints_the_json_events_and_saves_the_reply(running_gateway, tmp_path):
+    out = tmp_path / "reply.wav"
+    res = run_cli("simulate", "--say", "What time is it?", "--url", running_gateway, "--json",
+                  "--out", str(out), "--speed", "2")
+    assert res.returncode == 0, res.stderr
+    events = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+    by_name = {e["event"]: e for e in events}
+    for name in ("connected", "speech_end", "transcript", "reply_text", "first_audio", "reply_end"):
+        assert name in by_name, (name, events)
+    assert by_name["transcript"]["text"].lower().strip("?. ") == "what time is it"
+    assert by_name["reply_text"]["text"].startswith("It is")
+    assert by_name["first_audio"]["ms"] > 0
+    assert by_name["reply_end"]["audio_seconds"] > 0.5
+    assert out.stat().st_size > 16000  # > 0.5 s of 16 kHz 16-bit audio
+
+
+def test_simulate_exits_2_with_a_clear_message_when_nothing_listens(tmp_path):
+    wav = tmp_path / "q.wav"
+    from gateway.simulate import write_wav
+
+    write_wav(wav, b"\x00\x00" * 1600, 16000)
+    res = run_cli("simulate", "--wav", str(wav), "--url", "ws://127.0.0.1:9/ws", "--timeout", "5")
+    assert res.returncode == 2
+    assert "cannot connect to ws://127.0.0.1:9/ws" in res.stderr
+    assert "gateway run" in res.stderr
+
+
+def test_a_bad_config_value_stops_start_up_naming_key_value_and_allowed_range(tmp_path):
+    bad = tmp_path / "gateway.yaml"
+    bad.write_text("vad:\n  trailing_silence_ms: -5\n")
+    res = run_cli("--config", str(bad), "run")
+    assert res.returncode == 2
+    assert "vad.trailing_silence_ms = -5" in res.stderr
+    assert "greater than or equal to 100" in res.stderr
+
+
+def test_help_explains_every_command():
+    res = run_cli("--help")
+    assert res.returncode == 0
+    for command in ("run", "simulate", "doctor", "models", "bench"):
+        assert command in res.stdout
