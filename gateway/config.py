@@ -76,14 +76,14 @@ class VadConfig(_Section):
 
 _ASR_FILES: dict[str, tuple[str, ...]] = {
     "moonshine": (),  # files come from the model manifest (asr.model)
-    "moonshine-sherpa": (),
+    "moonshine-lowmem": (),
     "transducer": ("encoder", "decoder", "joiner", "tokens"),
     "paraformer": ("encoder", "decoder", "tokens"),  # streaming paraformer
 }
 
 
 class AsrConfig(_Section):
-    engine: Literal["moonshine", "moonshine-sherpa", "transducer", "paraformer"] = "moonshine"
+    engine: Literal["moonshine", "moonshine-lowmem", "transducer", "paraformer"] = "moonshine"
     model: str = "moonshine-base-en"
     num_threads: int = Field(2, ge=1, le=16)
     # For engine: transducer / paraformer (streaming sherpa-onnx models you download yourself):

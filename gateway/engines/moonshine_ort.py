@@ -1,12 +1,15 @@
-"""Moonshine ASR on onnxruntime directly: the same model files as sherpa-onnx's Moonshine, at
-about 40% of the memory.
+"""Moonshine ASR on onnxruntime directly, without a memory arena: `asr.engine: moonshine-lowmem`.
 
-Why: sherpa-onnx builds its sessions with onnxruntime's memory arena on and no way to turn it
-off; after its first real decode the process holds ~600 MB for Moonshine base (measured on
-x86-64, see the README's Benchmarks). Here the sessions run without the arena and the greedy
-decoding loop is ours: encoder once, then the merged decoder one token at a time with its
-key/value cache (step 0 runs the no-cache branch and yields the cross-attention cache, later
-steps update only the self-attention cache, as sherpa-onnx does).
+The same model files as the default sherpa-onnx engine and the same words, for boards where
+memory matters more than speed (a 2 GB Raspberry Pi). The packaged merged decoder needs
+~100 MB of scratch memory per decoding step. sherpa-onnx keeps it in onnxruntime's arena
+(fast, but the process then holds ~800 MB); here it is returned after each step (the process
+stays near ~330 MB) at the price of ~2.5x slower decoding (RTF ~0.35 instead of ~0.14 on 2 x86
+cores), because the kernel zeroes those pages again at every step. Measured figures: README.
+
+Decoding is greedy: encoder once, then the merged decoder one token at a time with its key/value
+cache (step 0 runs the no-cache branch and yields the cross-attention cache; later steps update
+only the self-attention cache, as sherpa-onnx does).
 """
 
 from __future__ import annotations
@@ -29,8 +32,7 @@ def _session(path: Path, num_threads: int) -> onnxruntime.InferenceSession:
     opts = onnxruntime.SessionOptions()
     opts.intra_op_num_threads = num_threads
     opts.inter_op_num_threads = 1
-    opts.enable_cpu_mem_arena = False
-    opts.enable_mem_pattern = False
+    opts.enable_cpu_mem_arena = False  # the point of this engine: give scratch memory back
     opts.log_severity_level = 3
     return onnxruntime.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
 
@@ -45,7 +47,7 @@ def _read_tokens(path: Path) -> list[bytes]:
 
 
 class MoonshineOnnxAsr:
-    """AsrEngine for Moonshine (base-en) run by onnxruntime without a memory arena."""
+    """AsrEngine for Moonshine (base-en) run by onnxruntime without a memory arena (low memory)."""
 
     sample_rate = SAMPLE_RATE
 

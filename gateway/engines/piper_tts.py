@@ -34,8 +34,8 @@ def _session(onnx: Path, num_threads: int) -> onnxruntime.InferenceSession:
     opts.intra_op_num_threads = num_threads
     opts.inter_op_num_threads = 1
     opts.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
-    # No memory arena: the arena keeps its high-water mark forever (~20 MB more at idle) and
-    # buys no measurable speed for one sentence at a time.
+    # No memory arena: it would keep its high-water mark forever (~20 MB at idle) and buys no
+    # measurable speed for one sentence at a time.
     opts.enable_cpu_mem_arena = False
     return onnxruntime.InferenceSession(str(onnx), sess_options=opts,
                                         providers=["CPUExecutionProvider"])
