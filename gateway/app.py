@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gateway.audio.pcm import int16_to_float, resample
+from gateway.bus import EventBus
 from gateway.config import GatewayConfig
 from gateway.devices.registry import SessionRegistry
 from gateway.devices.session import SessionServices, serve_device
@@ -46,6 +47,7 @@ class Gateway:
     links: list[DeviceLink]
     on_metrics: Callable[[TurnMetrics], None] | None = None
     registry: SessionRegistry = field(default_factory=SessionRegistry)
+    bus: EventBus = field(default_factory=EventBus)
 
     def __post_init__(self) -> None:
         self.services = SessionServices(
