@@ -26,13 +26,23 @@ from .messages import (
     Message,
     Ping,
     Pong,
+    ReadingAck,
     ReplyText,
+    SensorReading,
     TextInput,
     Transcript,
     VadEvent,
     Welcome,
 )
-from .values import CODECS, PROTOCOL_VERSION, AudioFormat, Capability, SpeechEvent, StopReason
+from .values import (
+    CODECS,
+    PROTOCOL_VERSION,
+    AudioFormat,
+    Capability,
+    ReadingStatus,
+    SpeechEvent,
+    StopReason,
+)
 
 __all__ = [
     "CODECS",
@@ -54,7 +64,10 @@ __all__ = [
     "Ping",
     "Pong",
     "ProtocolError",
+    "ReadingAck",
+    "ReadingStatus",
     "ReplyText",
+    "SensorReading",
     "StopReason",
     "StreamDeframer",
     "TextInput",

@@ -28,6 +28,9 @@ class ErrorCode(StrEnum):
     INTERNAL_ERROR = "internal-error"
     UNSUPPORTED_AUDIO_FORMAT = "unsupported-audio-format"
     TOO_MANY_ERRORS = "too-many-errors"
+    AUTH_FAILED = "auth-failed"
+    READING_INVALID = "reading-invalid"
+    STORAGE_FAILED = "storage-failed"
 
 
 class ProtocolError(Exception):

@@ -7,7 +7,9 @@ there is one encoder and one decoder for all messages.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
+import struct
 from enum import IntEnum, IntFlag
 from typing import Any
 
@@ -248,6 +250,62 @@ class Format(FieldSpec):
         return AudioFormat(**obj)
 
 
+class Values(FieldSpec):
+    """Named measurements: u8 count, then per value: str name, str unit, f32 value (IEEE 754,
+    big-endian). Names are unique; NaN and infinities are a `malformed-message`. In Python a tuple
+    of (name, unit, value) tuples; JSON: a list of {"name", "unit", "value"} objects.
+    """
+
+    kind = "values"
+    MAX_COUNT = 32
+    NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+
+    def check(self, label: str, value: Any) -> Any:
+        if not isinstance(value, (tuple, list)) or len(value) > self.MAX_COUNT:
+            raise malformed(f"{label} must be a list of at most {self.MAX_COUNT} (name, unit, value)")
+        out, seen = [], set()
+        for item in value:
+            if not isinstance(item, (tuple, list)) or len(item) != 3:
+                raise malformed(f"{label}: each value is a (name, unit, value) triple, got {item!r}")
+            name, unit, number = item
+            if not isinstance(name, str) or not self.NAME.fullmatch(name) or name in seen:
+                raise malformed(f"{label}: value names are unique [a-z][a-z0-9_]{{0,31}}, got {name!r}")
+            STR.check(f"{label}.{name}.unit", unit)
+            if not isinstance(number, (int, float)) or isinstance(number, bool) or not math.isfinite(number):
+                raise malformed(f"{label}.{name} must be a finite number, got {number!r}")
+            try:  # normalised to the nearest f32, so what is checked is what goes on the wire
+                f32 = struct.unpack(">f", struct.pack(">f", number))[0]
+            except OverflowError:
+                raise malformed(f"{label}.{name} = {number!r} does not fit a 32-bit float") from None
+            seen.add(name)
+            out.append((name, unit, f32))
+        return tuple(out)
+
+    def write(self, value: Any, out: bytearray) -> None:
+        out.append(len(value))
+        for name, unit, number in value:
+            STR.write(name, out)
+            STR.write(unit, out)
+            out += struct.pack(">f", number)
+
+    def read(self, reader: Reader, label: str) -> Any:
+        count = reader.take(1, label)[0]
+        items = []
+        for i in range(count):
+            name = STR.read(reader, f"{label}[{i}].name")
+            unit = STR.read(reader, f"{label}[{i}].unit")
+            items.append((name, unit, struct.unpack(">f", reader.take(4, f"{label}[{i}].value"))[0]))
+        return self.check(label, items)
+
+    def to_json(self, value: Any) -> Any:
+        return [{"name": n, "unit": u, "value": v} for n, u, v in value]
+
+    def from_json(self, label: str, obj: Any) -> Any:
+        if not isinstance(obj, list) or not all(isinstance(o, dict) and set(o) == {"name", "unit", "value"} for o in obj):
+            raise malformed(f"{label} must be a list of objects with keys name, unit, value")
+        return [(o["name"], o["unit"], o["value"]) for o in obj]
+
+
 U8 = UInt(8)
 U16 = UInt(16)
 U32 = UInt(32)
@@ -255,6 +313,7 @@ BOOL = Bool()
 STR = Str()
 BYTES_REST = BytesRest()
 AUDIO_FORMAT = Format()
+VALUES = Values()
 
 
 def wire(spec: FieldSpec, default: Any = dataclasses.MISSING) -> Any:

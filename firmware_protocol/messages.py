@@ -20,6 +20,7 @@ from .fields import (
     U8,
     U16,
     U32,
+    VALUES,
     BytesRest,
     Enum8,
     FieldSpec,
@@ -27,13 +28,20 @@ from .fields import (
     Str,
     wire,
 )
-from .values import PROTOCOL_VERSION, AudioFormat, Capability, SpeechEvent, StopReason
+from .values import (
+    PROTOCOL_VERSION,
+    AudioFormat,
+    Capability,
+    ReadingStatus,
+    SpeechEvent,
+    StopReason,
+)
 
 DEVICE_ID_PATTERN = r"[A-Za-z0-9._:-]{1,64}"
 
 RESERVED_TYPE_RANGES: tuple[tuple[int, int, str], ...] = (
     (0x30, 0x3F, "expression: visemes, mouth-open, action, sentiment"),
-    (0x40, 0x4F, "sensor readings and acks"),
+    (0x42, 0x4F, "sensor readings and acks"),
     (0x50, 0x5F, "servo commands"),
     (0xF0, 0xFF, "vendor / experimental"),
 )
@@ -200,10 +208,42 @@ class VadEvent(Message):
     audio_ms: int = wire(U32, 0)
 
 
+READING_KIND_PATTERN = r"[a-z][a-z0-9_]{0,31}"
+
+
+@dataclass(frozen=True)
+class SensorReading(Message):
+    """Device -> gateway: one measurement (e.g. blood pressure), answered by a ReadingAck.
+
+    seq numbers a device's readings (the device keeps it across reconnects); the gateway stores
+    each device + seq once. measured_at is the device's clock in Unix seconds (0 = unknown).
+    """
+
+    TYPE: ClassVar[int] = 0x40
+    NAME: ClassVar[str] = "sensor_reading"
+    seq: int = wire(U32)
+    kind: str = wire(Str(READING_KIND_PATTERN, "1..32 chars of [a-z0-9_], starting with a letter"))
+    measured_at: int = wire(U32, 0)
+    values: tuple[tuple[str, str, float], ...] = wire(VALUES, ())
+
+
+@dataclass(frozen=True)
+class ReadingAck(Message):
+    """Gateway -> device: the fate of SensorReading `seq`; STORED and DUPLICATE mean it is safe."""
+
+    TYPE: ClassVar[int] = 0x41
+    NAME: ClassVar[str] = "reading_ack"
+    seq: int = wire(U32)
+    status: ReadingStatus = wire(Enum8(ReadingStatus), ReadingStatus.STORED)
+    code: str = wire(STR, "")
+    text: str = wire(STR, "")
+
+
 ALL_MESSAGES: tuple[type[Message], ...] = (
     Hello, Welcome, Ping, Pong, Error, Abort,
     AudioStart, AudioChunk, AudioStop,
     Transcript, ReplyText, TextInput, VadEvent,
+    SensorReading, ReadingAck,
 )  # fmt: skip
 
 

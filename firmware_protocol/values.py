@@ -50,6 +50,14 @@ class SpeechEvent(IntEnum):
     SPEECH_END = 1
 
 
+class ReadingStatus(IntEnum):
+    """What the gateway did with a `SensorReading` (`ReadingAck.status`, u8)."""
+
+    STORED = 0  # validated and stored durably
+    DUPLICATE = 1  # this device + seq was stored before; not stored again
+    REJECTED = 2  # invalid or not storable; `code` and `text` say why; nothing stored
+
+
 @dataclass(frozen=True)
 class AudioFormat:
     """An audio stream's format; 6 bytes on the wire: u8 codec, u32 sample_rate, u8 channels.

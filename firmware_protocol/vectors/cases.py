@@ -18,13 +18,15 @@ from ..messages import (
     Message,
     Ping,
     Pong,
+    ReadingAck,
     ReplyText,
+    SensorReading,
     TextInput,
     Transcript,
     VadEvent,
     Welcome,
 )
-from ..values import AudioFormat, Capability, StopReason
+from ..values import AudioFormat, Capability, ReadingStatus, StopReason
 
 OPUS_48K_STEREO = AudioFormat("opus", 48000, 2)
 PCM_8K = AudioFormat("pcm_s16le", 8000, 1)
@@ -77,6 +79,16 @@ VALID: tuple[tuple[str, str, Message], ...] = (
      VadEvent(VadEvent.SPEECH_START, 1500)),
     ("vad-event-speech-end-max", "speech ended, max audio_ms",
      VadEvent(VadEvent.SPEECH_END, 0xFFFFFFFF)),
+    ("sensor-reading-blood-pressure", "systolic, diastolic and pulse, device time 2025-12-01",
+     SensorReading(7, "blood_pressure", 1764547200,
+                   (("systolic", "mmHg", 120.0), ("diastolic", "mmHg", 80.0), ("pulse", "bpm", 72.0)))),
+    ("sensor-reading-temperature-no-clock", "one fractional value, device clock unknown (0)",
+     SensorReading(0xFFFFFFFF, "temperature", 0, (("celsius", "°C", 21.5),))),
+    ("sensor-reading-empty", "no values (a bare event)", SensorReading(1, "button")),
+    ("reading-ack-stored", "reading 7 stored", ReadingAck(7)),
+    ("reading-ack-duplicate", "reading 7 was already stored", ReadingAck(7, ReadingStatus.DUPLICATE)),
+    ("reading-ack-rejected", "implausible value, with the reason",
+     ReadingAck(8, ReadingStatus.REJECTED, "reading-invalid", "systolic 400 mmHg is outside 40..300")),
 )  # fmt: skip
 
 _PCM16K = "00" + "00003e80" + "01"
@@ -88,7 +100,7 @@ INVALID: tuple[tuple[str, str, str, str], ...] = (
     ("unknown-type-0x07", "unassigned type", "0700000001", "unknown-message-type"),
     ("reserved-expression-0x30", "reserved for expression messages", "3000",
      "unknown-message-type"),
-    ("reserved-sensor-0x40", "reserved for sensor messages", "40", "unknown-message-type"),
+    ("reserved-sensor-0x4f", "reserved for sensor messages", "4f", "unknown-message-type"),
     ("reserved-servo-0x5f", "reserved for servo commands", "5f", "unknown-message-type"),
     ("reserved-vendor-0xf0", "reserved for vendor / experimental", "f0", "unknown-message-type"),
     ("hello-only-type", "hello with no fields", "01", "malformed-message"),
@@ -139,6 +151,18 @@ INVALID: tuple[tuple[str, str, str, str], ...] = (
     ("welcome-truncated", "welcome cut inside protocol_version", "020000", "malformed-message"),
     ("reply-text-bad-bool", "final byte 7", "210000000107", "malformed-message"),
     ("vad-event-bad-event", "event 2 is not a SpeechEvent", "230200000000", "malformed-message"),
+    ("sensor-reading-nan", "value is a NaN", "40" "00000001" "0001" "78" "00000000" "01"
+     "0001" "76" "0000" "7fc00000", "malformed-message"),
+    ("sensor-reading-infinity", "value is +infinity", "40" "00000001" "0001" "78" "00000000" "01"
+     "0001" "76" "0000" "7f800000", "malformed-message"),
+    ("sensor-reading-duplicate-name", "two values named v", "40" "00000001" "0001" "78" "00000000"
+     "02" "0001" "76" "0000" "3f800000" "0001" "76" "0000" "3f800000", "malformed-message"),
+    ("sensor-reading-bad-kind", "kind must start with a lower-case letter", "40" "00000001" "0001"
+     "58" "00000000" "00", "malformed-message"),
+    ("sensor-reading-truncated-value", "f32 cut after 2 bytes", "40" "00000001" "0001" "78"
+     "00000000" "01" "0001" "76" "0000" "3f80", "malformed-message"),
+    ("reading-ack-bad-status", "status 3 is not a ReadingStatus", "41" "00000001" "03" "0000" "0000",
+     "malformed-message"),
 )  # fmt: skip
 
 

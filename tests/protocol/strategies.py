@@ -9,7 +9,17 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from firmware_protocol import CODECS, MESSAGE_TYPES, AudioFormat, Message
-from firmware_protocol.fields import Bool, BytesRest, Enum8, FieldSpec, Flags, Format, Str, UInt
+from firmware_protocol.fields import (
+    Bool,
+    BytesRest,
+    Enum8,
+    FieldSpec,
+    Flags,
+    Format,
+    Str,
+    UInt,
+    Values,
+)
 from firmware_protocol.messages import wire_fields
 
 # Surrogates cannot be encoded as UTF-8, so they are excluded.
@@ -39,6 +49,12 @@ def field_strategy(spec: FieldSpec) -> st.SearchStrategy:
         return st.binary(max_size=600)  # longer than one 254-byte COBS block
     if isinstance(spec, Format):
         return AUDIO_FORMATS
+    if isinstance(spec, Values):
+        return st.lists(
+            st.tuples(st.from_regex(Values.NAME, fullmatch=True), TEXT,
+                      st.floats(width=32, allow_nan=False, allow_infinity=False)),
+            max_size=Values.MAX_COUNT, unique_by=lambda item: item[0],
+        ).map(tuple)
     raise LookupError(f"no strategy for field spec {type(spec).__name__}: add one")
 
 
