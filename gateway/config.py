@@ -76,14 +76,14 @@ class VadConfig(_Section):
 
 _ASR_FILES: dict[str, tuple[str, ...]] = {
     "moonshine": (),  # files come from the model manifest (asr.model)
-    "moonshine-lowmem": (),
+    "moonshine-sherpa": (),
     "transducer": ("encoder", "decoder", "joiner", "tokens"),
     "paraformer": ("encoder", "decoder", "tokens"),  # streaming paraformer
 }
 
 
 class AsrConfig(_Section):
-    engine: Literal["moonshine", "moonshine-lowmem", "transducer", "paraformer"] = "moonshine"
+    engine: Literal["moonshine", "moonshine-sherpa", "transducer", "paraformer"] = "moonshine"
     model: str = "moonshine-base-en"
     num_threads: int = Field(2, ge=1, le=16)
     # For engine: transducer / paraformer (streaming sherpa-onnx models you download yourself):
@@ -123,6 +123,38 @@ class BrainConfig(_Section):
     fallback: str = "Sorry, I did not catch that. You can ask me the time, the date, or just say hello."
 
 
+class MemoryConfig(_Section):
+    enabled: bool = True
+    path: Path = Path("data/memory.db")
+    embedding: Literal["all-minilm-l6-v2-int8", "multilingual-e5-small"] = "all-minilm-l6-v2-int8"
+    isolate_by_user: bool = True
+    default_user: str = Field("household", pattern=r"^[A-Za-z0-9_.@-]{1,64}$")
+    users: dict[str, str] = {}  # device id -> user id
+    search_weights: tuple[float, float, float] = (0.0, 1.0, 0.5)  # recency, relevance, importance
+    conversation_weights: tuple[float, float, float] = (0.8, 0.5, 0.5)
+    recency_half_life_h: float = Field(24.0, gt=0, le=24 * 365)
+    reflection_time: str = Field("23:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$")
+    portrait_time: str = Field("22:35", pattern=r"^([01]\d|2[0-3]):[0-5]\d$")
+
+
+class McpConfig(_Section):
+    http: bool = False
+    host: str = "127.0.0.1"
+    port: int = Field(8766, ge=0, le=65535)
+    token: str = ""
+
+    @model_validator(mode="after")
+    def _token_when_http(self) -> "McpConfig":
+        if self.http and len(self.token) < 16:
+            raise ValueError("mcp.http is on, so mcp.token must be set (16+ characters, e.g. ${GATEWAY_MCP_TOKEN})")
+        return self
+
+
+class DevicesConfig(_Section):
+    database: Path = Path("data/gateway.db")
+    open_enrolment: bool = True
+
+
 class LoggingConfig(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
@@ -140,6 +172,9 @@ class GatewayConfig(_Section):
     tts: TtsConfig = TtsConfig()
     audio: AudioConfig = AudioConfig()
     brain: BrainConfig = BrainConfig()
+    devices: DevicesConfig = DevicesConfig()
+    memory: MemoryConfig = MemoryConfig()
+    mcp: McpConfig = McpConfig()
     logging: LoggingConfig = LoggingConfig()
     base_dir: Path = Field(default=Path("."), exclude=True)
 

@@ -94,7 +94,7 @@ def test_bad_value_in_a_file_names_the_file(tmp_path: Path) -> None:
 
 def test_bad_choice_lists_the_allowed_values() -> None:
     msg = config_error({"asr": {"engine": "whisper"}})
-    assert "asr.engine = 'whisper'" in msg and "'moonshine', 'moonshine-lowmem', 'transducer' or 'paraformer'" in msg
+    assert "asr.engine = 'whisper'" in msg and "'moonshine', 'moonshine-sherpa', 'transducer' or 'paraformer'" in msg
 
 
 def test_unknown_key_is_reported() -> None:

@@ -55,9 +55,9 @@ def load_asr(cfg: GatewayConfig, store: ModelStore, progress: Progress = _quiet)
     from gateway.engines.sherpa_asr import MoonshineAsr, OnlineAsr
 
     a: AsrConfig = cfg.asr
-    if a.engine in ("moonshine", "moonshine-lowmem"):
+    if a.engine in ("moonshine", "moonshine-sherpa"):
         files = _files(store, a.model, "asr", "asr.model", progress)
-        if a.engine == "moonshine":
+        if a.engine == "moonshine-sherpa":
             return MoonshineAsr(files["encoder"], files["decoder"], files["tokens"], a.num_threads)
         from gateway.engines.moonshine_ort import MoonshineOnnxAsr
 

@@ -1,11 +1,12 @@
-"""Moonshine ASR on onnxruntime directly, without a memory arena: `asr.engine: moonshine-lowmem`.
+"""Moonshine ASR on onnxruntime directly, without a memory arena (`asr.engine: moonshine`).
 
-The same model files as the default sherpa-onnx engine and the same words, for boards where
-memory matters more than speed (a 2 GB Raspberry Pi). The packaged merged decoder needs
-~100 MB of scratch memory per decoding step. sherpa-onnx keeps it in onnxruntime's arena
-(fast, but the process then holds ~800 MB); here it is returned after each step (the process
-stays near ~330 MB) at the price of ~2.5x slower decoding (RTF ~0.35 instead of ~0.14 on 2 x86
-cores), because the kernel zeroes those pages again at every step. Measured figures: README.
+The same model files and the same words as sherpa-onnx's Moonshine (`moonshine-sherpa`), in far
+less memory. The packaged merged decoder needs over 100 MB of scratch memory per decoding step.
+sherpa-onnx keeps it in onnxruntime's arena, so the gateway then holds ~800 MB; here it is given
+back after every step and the gateway stays near ~330 MB. Giving it back costs page faults at
+every step; with transparent huge pages (`GLIBC_TUNABLES=glibc.malloc.hugetlb=1`, which
+`gateway run` sets for itself) that cost is small: decoding is ~25% slower than sherpa-onnx
+instead of ~3x. Measured figures: README, Benchmarks.
 
 Decoding is greedy: encoder once, then the merged decoder one token at a time with its key/value
 cache (step 0 runs the no-cache branch and yields the cross-attention cache; later steps update
@@ -47,7 +48,7 @@ def _read_tokens(path: Path) -> list[bytes]:
 
 
 class MoonshineOnnxAsr:
-    """AsrEngine for Moonshine (base-en) run by onnxruntime without a memory arena (low memory)."""
+    """AsrEngine for Moonshine (base-en) run by onnxruntime without a memory arena."""
 
     sample_rate = SAMPLE_RATE
 

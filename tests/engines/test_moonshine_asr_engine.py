@@ -1,4 +1,4 @@
-"""Both Moonshine engines (sherpa-onnx, the default, and the low-memory onnxruntime one) transcribe speech
+"""Both Moonshine engines (onnxruntime without arena, the default, and sherpa-onnx) transcribe speech
 synthesized by the real Piper voice back to the same words."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from gateway.modelstore import ModelStore
 pytestmark = pytest.mark.models
 
 
-@pytest.fixture(scope="module", params=[MoonshineOnnxAsr, MoonshineAsr], ids=["lowmem-onnxruntime", "sherpa-onnx"])
+@pytest.fixture(scope="module", params=[MoonshineOnnxAsr, MoonshineAsr], ids=["onnxruntime", "sherpa-onnx"])
 def asr(request, prepared_cfg: GatewayConfig) -> MoonshineAsr:
     files = ModelStore(prepared_cfg).files_of("moonshine-base-en")
     return request.param(files["encoder"], files["decoder"], files["tokens"], num_threads=2)
@@ -76,7 +76,7 @@ def both_engines(prepared_cfg: GatewayConfig) -> tuple[MoonshineOnnxAsr, Moonshi
     ["Please turn on the kitchen light.", "My blood pressure was one hundred and twenty over eighty.",
      "Good morning, how did you sleep?"],
 )
-def test_the_low_memory_engine_hears_the_same_words_as_sherpa_onnx(both_engines, speech16k, sentence: str) -> None:
+def test_the_default_engine_hears_the_same_words_as_sherpa_onnx(both_engines, speech16k, sentence: str) -> None:
     audio = speech16k(sentence)
     ours, theirs = (engine.transcribe(audio) for engine in both_engines)
     assert _words(ours) == _words(theirs)
