@@ -27,10 +27,10 @@ class Capability(IntFlag):
     AUDIO_IN = 1
     AUDIO_OUT = 2
     TEXT = 4
-    VISEMES = 8  # future expression messages (0x30-0x3F)
-    MOUTH = 16  # future expression messages (0x30-0x3F)
-    ACTION = 32  # future expression messages (0x30-0x3F)
-    SERVO = 64  # future servo commands (0x50-0x5F)
+    VISEMES = 8  # wants a Visemes track (0x30) per spoken sentence
+    MOUTH = 16  # wants Mouth open values (0x31) per spoken sentence
+    ACTION = 32  # wants Action (0x32) and Sentiment (0x33) per spoken sentence
+    SERVO = 64  # wants ServoKeyframes (0x34) per spoken sentence
     SENSOR = 128  # future sensor readings (0x40-0x4F)
     SCREEN = 256
 
@@ -56,6 +56,26 @@ class ReadingStatus(IntEnum):
     STORED = 0  # validated and stored durably
     DUPLICATE = 1  # this device + seq was stored before; not stored again
     REJECTED = 2  # invalid or not storable; `code` and `text` say why; nothing stored
+
+
+class Viseme(IntEnum):
+    """The 15 OVR lip-sync visemes (`Visemes.visemes[].viseme`, u8), in OVR order."""
+
+    SIL = 0
+    PP = 1
+    FF = 2
+    TH = 3
+    DD = 4
+    KK = 5
+    CH = 6
+    SS = 7
+    NN = 8
+    RR = 9
+    AA = 10
+    E = 11
+    IH = 12
+    OH = 13
+    OU = 14
 
 
 @dataclass(frozen=True)

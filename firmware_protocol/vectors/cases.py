@@ -10,23 +10,28 @@ from cobs import cobs
 from ..framing import crc16_ccitt_false
 from ..messages import (
     Abort,
+    Action,
     AudioChunk,
     AudioStart,
     AudioStop,
     Error,
     Hello,
     Message,
+    Mouth,
     Ping,
     Pong,
     ReadingAck,
     ReplyText,
     SensorReading,
+    Sentiment,
+    ServoKeyframes,
     TextInput,
     Transcript,
     VadEvent,
+    Visemes,
     Welcome,
 )
-from ..values import AudioFormat, Capability, ReadingStatus, StopReason
+from ..values import AudioFormat, Capability, ReadingStatus, StopReason, Viseme
 
 OPUS_48K_STEREO = AudioFormat("opus", 48000, 2)
 PCM_8K = AudioFormat("pcm_s16le", 8000, 1)
@@ -89,6 +94,18 @@ VALID: tuple[tuple[str, str, Message], ...] = (
     ("reading-ack-duplicate", "reading 7 was already stored", ReadingAck(7, ReadingStatus.DUPLICATE)),
     ("reading-ack-rejected", "implausible value, with the reason",
      ReadingAck(8, ReadingStatus.REJECTED, "reading-invalid", "systolic 400 mmHg is outside 40..300")),
+    ("visemes-hello", "'Hello.': sil, kk(h), E, nn(l), oh, sil; times in ms from the stream start",
+     Visemes(1, ((Viseme.SIL, 0, 40, 0), (Viseme.KK, 40, 60, 166), (Viseme.E, 100, 90, 166),
+                 (Viseme.NN, 190, 70, 64), (Viseme.OH, 260, 180, 166), (Viseme.SIL, 440, 60, 0)))),
+    ("visemes-empty", "no track (an empty sentence)", Visemes(0xFFFF)),
+    ("mouth-25fps", "40 ms frames: closed, half, open, closed", Mouth(1, 40, bytes((0, 128, 255, 0)))),
+    ("action-invite", "Fay's guidance.invite: intensity 0.74 as 74 %, priority 82",
+     Action(3, "guidance.invite", "invite", "warm", 74, 82)),
+    ("action-code-only", "only the code; the rest at defaults", Action(1, "social.thanks")),
+    ("sentiment-positive", "+1.3 as 13 tenths", Sentiment(3, 13)),
+    ("sentiment-min", "-2.0 as -20 tenths (two's complement 0xec)", Sentiment(3, -20)),
+    ("servo-keyframes-wave", "wave on channel 2 (arm): 90 -> 150 -> 30 -> 90, orange LED, smile",
+     ServoKeyframes(2, ((2, 90, 0), (2, 150, 250), (2, 30, 500), (2, 90, 750)), 0xFF8800, "smile")),
 )  # fmt: skip
 
 _PCM16K = "00" + "00003e80" + "01"
@@ -98,7 +115,7 @@ INVALID: tuple[tuple[str, str, str, str], ...] = (
     ("empty", "no bytes at all", "", "malformed-message"),
     ("unknown-type-0x00", "type 0 is not assigned", "00", "unknown-message-type"),
     ("unknown-type-0x07", "unassigned type", "0700000001", "unknown-message-type"),
-    ("reserved-expression-0x30", "reserved for expression messages", "3000",
+    ("reserved-expression-0x35", "reserved for expression messages", "3500",
      "unknown-message-type"),
     ("reserved-sensor-0x4f", "reserved for sensor messages", "4f", "unknown-message-type"),
     ("reserved-servo-0x5f", "reserved for servo commands", "5f", "unknown-message-type"),
@@ -162,6 +179,13 @@ INVALID: tuple[tuple[str, str, str, str], ...] = (
     ("sensor-reading-truncated-value", "f32 cut after 2 bytes", "40" "00000001" "0001" "78"
      "00000000" "01" "0001" "76" "0000" "3f80", "malformed-message"),
     ("reading-ack-bad-status", "status 3 is not a ReadingStatus", "41" "00000001" "03" "0000" "0000",
+     "malformed-message"),
+    ("visemes-bad-viseme", "viseme 15 does not exist", "30" "0001" "01" "0f" "0000" "0028" "00",
+     "malformed-message"),
+    ("visemes-truncated-record", "count 2, one record", "30" "0001" "02" "00" "0000" "0028" "00",
+     "malformed-message"),
+    ("sentiment-truncated", "tenths missing", "33" "0001", "malformed-message"),
+    ("servo-keyframes-truncated", "keyframe cut after the angle", "34" "0001" "01" "02" "5a",
      "malformed-message"),
 )  # fmt: skip
 

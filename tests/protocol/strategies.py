@@ -16,6 +16,8 @@ from firmware_protocol.fields import (
     FieldSpec,
     Flags,
     Format,
+    Records,
+    SInt,
     Str,
     UInt,
     Values,
@@ -55,6 +57,11 @@ def field_strategy(spec: FieldSpec) -> st.SearchStrategy:
                       st.floats(width=32, allow_nan=False, allow_infinity=False)),
             max_size=Values.MAX_COUNT, unique_by=lambda item: item[0],
         ).map(tuple)
+    if isinstance(spec, SInt):
+        return st.integers(-(1 << (spec.bits - 1)), (1 << (spec.bits - 1)) - 1)
+    if isinstance(spec, Records):
+        record = st.tuples(*(field_strategy(f) for _, f in spec.fields))
+        return st.lists(record, max_size=40).map(tuple)
     raise LookupError(f"no strategy for field spec {type(spec).__name__}: add one")
 
 

@@ -54,7 +54,7 @@ def test_decode_accepts_bytearray_and_memoryview():
 
 def test_reserved_type_codes_are_unknown_and_name_their_purpose():
     with pytest.raises(ProtocolError) as info:
-        decode(b"\x31")
+        decode(b"\x3a")
     assert info.value.code == "unknown-message-type"
     assert "expression" in info.value.text
 
