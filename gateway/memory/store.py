@@ -1,0 +1,198 @@
+"""The memory stream on SQLite: one node = one row + its tags + its binary vector, written in
+one transaction, so a crash leaves the node entirely there or entirely absent.
+
+`MemoryStore` is synchronous and used from one thread only (the service gives the writer and
+the reader their own store on their own thread; WAL lets them run side by side).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import apsw
+import numpy as np
+
+from gateway.memory.schema import DIMS, open_db
+
+
+@dataclass(frozen=True)
+class NodeDraft:
+    """A node before it has an id: everything computed outside the write transaction."""
+
+    user_id: str
+    type: str
+    content: str
+    importance: int
+    ts: float
+    tags: tuple[str, ...]
+    embedding: np.ndarray
+    pointer_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Node:
+    id: int
+    user_id: str
+    type: str
+    content: str
+    importance: int
+    ts: float
+    created: float
+    last_retrieved: float
+    pointer_ids: tuple[int, ...]
+    tags: tuple[str, ...]
+
+    def as_dict(self) -> dict:
+        return {"id": self.id, "type": self.type, "content": self.content, "importance": self.importance,
+                "ts": self.ts, "created": self.created, "last_retrieved": self.last_retrieved,
+                "pointer_ids": list(self.pointer_ids), "tags": list(self.tags), "user_id": self.user_id}
+
+
+_COLS = "id, user_id, type, content, importance, ts, created, last_retrieved, pointer_ids, tags"
+
+
+def _node(row: tuple) -> Node:
+    return Node(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7],
+                tuple(json.loads(row[8])), tuple(json.loads(row[9])))
+
+
+def _tag_clause(all_of: Iterable[str], any_of: Iterable[str]) -> tuple[str, list]:
+    sql, args = "", []
+    for tag in all_of:
+        sql += " AND id IN (SELECT node_id FROM node_tags WHERE tag = ?)"
+        args.append(tag)
+    any_of = list(any_of)
+    if any_of:
+        sql += f" AND id IN (SELECT node_id FROM node_tags WHERE tag IN ({','.join('?' * len(any_of))}))"
+        args.extend(any_of)
+    return sql, args
+
+
+class MemoryStore:
+    def __init__(self, path: Path | str) -> None:
+        self.conn: apsw.Connection = open_db(path)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # --- writes -------------------------------------------------------------------------------
+    def insert(self, draft: NodeDraft, now: float) -> Node:
+        vec = np.ascontiguousarray(draft.embedding, np.float32)
+        if vec.shape != (DIMS,):
+            raise ValueError(f"embedding must have {DIMS} dims, got {vec.shape}")
+        with self.conn:  # node, tags and vector commit together or not at all
+            cur = self.conn.execute(
+                "INSERT INTO nodes(user_id, type, content, importance, ts, created, last_retrieved, "
+                "pointer_ids, tags, embedding) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (draft.user_id, draft.type, draft.content, draft.importance, draft.ts, now, now,
+                 json.dumps(list(draft.pointer_ids)), json.dumps(list(draft.tags)), vec.tobytes()))
+            node_id = self.conn.last_insert_rowid()
+            cur.executemany("INSERT INTO node_tags(tag, node_id) VALUES (?, ?)", [(t, node_id) for t in draft.tags])
+            cur.execute("INSERT INTO node_vec(rowid, user_id, embedding) VALUES (?, ?, vec_quantize_binary(?))",
+                        (node_id, draft.user_id, vec.tobytes()))
+        return Node(node_id, draft.user_id, draft.type, draft.content, draft.importance, draft.ts, now, now,
+                    draft.pointer_ids, draft.tags)
+
+    def touch(self, ids: list[int], now: float) -> None:
+        if ids:
+            with self.conn:
+                self.conn.execute(f"UPDATE nodes SET last_retrieved = ? WHERE id IN ({','.join('?' * len(ids))})",
+                                  (now, *ids))
+
+    def set_embeddings(self, items: list[tuple[int, np.ndarray]]) -> None:
+        with self.conn:
+            for node_id, vec in items:
+                blob = np.ascontiguousarray(vec, np.float32).tobytes()
+                self.conn.execute("UPDATE nodes SET embedding = ? WHERE id = ?", (blob, node_id))
+                # vec0 refuses an UPDATE of a bit column from vec_quantize_binary(): replace the row
+                user = self.conn.execute("SELECT user_id FROM nodes WHERE id = ?", (node_id,)).fetchone()[0]
+                self.conn.execute("DELETE FROM node_vec WHERE rowid = ?", (node_id,))
+                self.conn.execute("INSERT INTO node_vec(rowid, user_id, embedding) VALUES (?, ?, vec_quantize_binary(?))",
+                                  (node_id, user, blob))
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.conn:
+            self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    def set_profile(self, user_id: str, now: float, portrait: str | None = None, extra_info: str | None = None) -> None:
+        with self.conn:
+            self.conn.execute("INSERT OR IGNORE INTO profiles(user_id) VALUES (?)", (user_id,))
+            if portrait is not None:
+                self.conn.execute("UPDATE profiles SET portrait = ?, updated = ? WHERE user_id = ?", (portrait, now, user_id))
+            if extra_info is not None:
+                self.conn.execute("UPDATE profiles SET extra_info = ?, updated = ? WHERE user_id = ?", (extra_info, now, user_id))
+
+    # --- reads --------------------------------------------------------------------------------
+    def meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def profile(self, user_id: str) -> dict:
+        row = self.conn.execute("SELECT portrait, extra_info, updated FROM profiles WHERE user_id = ?",
+                                (user_id,)).fetchone()
+        portrait, extra, updated = row if row else ("", "", None)
+        return {"user_id": user_id, "portrait": portrait, "extra_info": extra, "updated": updated}
+
+    def count(self, user_id: str | None = None) -> int:
+        if user_id is None:
+            return self.conn.execute("SELECT count(*) FROM nodes").fetchone()[0]
+        return self.conn.execute("SELECT count(*) FROM nodes WHERE user_id = ?", (user_id,)).fetchone()[0]
+
+    def users(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT DISTINCT user_id FROM nodes ORDER BY user_id")]
+
+    def get(self, ids: Iterable[int]) -> list[Node]:
+        ids = list(ids)
+        if not ids:
+            return []
+        rows = self.conn.execute(f"SELECT {_COLS} FROM nodes WHERE id IN ({','.join('?' * len(ids))})", ids)
+        return [_node(r) for r in rows]
+
+    def recent(self, user_id: str, n: int, *, all_of: Iterable[str] = (), any_of: Iterable[str] = (),
+               types: Iterable[str] = (), since: float | None = None, until: float | None = None) -> list[Node]:
+        sql, args = _tag_clause(all_of, any_of)
+        types = list(types)
+        if types:
+            sql += f" AND type IN ({','.join('?' * len(types))})"
+            args.extend(types)
+        if since is not None:
+            sql += " AND ts >= ?"
+            args.append(since)
+        if until is not None:
+            sql += " AND ts < ?"
+            args.append(until)
+        rows = self.conn.execute(f"SELECT {_COLS} FROM nodes WHERE user_id = ?{sql} ORDER BY ts DESC, id DESC LIMIT ?",
+                                 (user_id, *args, n))
+        return [_node(r) for r in rows]
+
+    def filtered_ids(self, user_id: str, all_of: Iterable[str], any_of: Iterable[str], limit: int) -> list[int]:
+        sql, args = _tag_clause(all_of, any_of)
+        rows = self.conn.execute(f"SELECT id FROM nodes WHERE user_id = ?{sql} ORDER BY ts DESC LIMIT ?",
+                                 (user_id, *args, limit))
+        return [r[0] for r in rows]
+
+    def knn_ids(self, user_id: str, query: np.ndarray, k: int) -> list[int]:
+        """Candidates by Hamming distance on the binary-quantised vectors (fast, approximate)."""
+        rows = self.conn.execute(
+            "SELECT rowid FROM node_vec WHERE embedding MATCH vec_quantize_binary(?) AND k = ? AND user_id = ?",
+            (np.ascontiguousarray(query, np.float32).tobytes(), k, user_id))
+        return [r[0] for r in rows]
+
+    def vectors(self, ids: list[int]) -> dict[int, np.ndarray]:
+        if not ids:
+            return {}
+        rows = self.conn.execute(f"SELECT id, embedding FROM nodes WHERE id IN ({','.join('?' * len(ids))})", ids)
+        return {i: np.frombuffer(b, np.float32) for i, b in rows}
+
+    def iter_all(self, batch: int = 256) -> Iterator[list[tuple[int, str]]]:
+        last = 0
+        while True:
+            rows = self.conn.execute("SELECT id, content FROM nodes WHERE id > ? ORDER BY id LIMIT ?",
+                                     (last, batch)).fetchall()
+            if not rows:
+                return
+            yield rows
+            last = rows[-1][0]

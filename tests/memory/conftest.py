@@ -1,0 +1,54 @@
+"""Memory fixtures: the real embedding model loaded once; a fresh database per test."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from gateway.engines.minilm_embed import MiniLmEmbedder
+from gateway.memory.service import MemoryService
+
+
+class FakeClock:
+    """An injected wall clock (unix seconds) that tests move by hand."""
+
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class SharedEmbedder:
+    """The one real MiniLM instance, shared by every test's service (it is only used from one
+    thread at a time: each service calls it from its own embed thread, one test at a time)."""
+
+    def __init__(self, inner: MiniLmEmbedder) -> None:
+        self.inner, self.name, self.dims = inner, inner.name, inner.dims
+
+    def embed(self, texts: list[str]):
+        return self.inner.embed(texts)
+
+
+@pytest.fixture(scope="session")
+def embedder() -> SharedEmbedder:
+    return SharedEmbedder(MiniLmEmbedder())
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest_asyncio.fixture
+async def memory(tmp_path: Path, embedder: SharedEmbedder, clock: FakeClock) -> AsyncIterator[MemoryService]:
+    service = MemoryService(tmp_path / "memory.db", lambda: embedder, users={"box-anna": "anna", "bp-anna": "anna",
+                            "box-ben": "ben"}, clock=clock)
+    async with service:
+        yield service
