@@ -14,6 +14,9 @@ import numpy as np
 from gateway.audio.pcm import int16_to_float, resample
 from gateway.bus import EventBus
 from gateway.config import GatewayConfig
+from gateway.devices.auth import Authenticator
+from gateway.devices.database import Database
+from gateway.devices.readings import ReadingService
 from gateway.devices.registry import SessionRegistry
 from gateway.devices.session import SessionServices, serve_device
 from gateway.engines.factory import load_engines
@@ -50,12 +53,18 @@ class Gateway:
     bus: EventBus = field(default_factory=EventBus)
 
     def __post_init__(self) -> None:
+        self.db = Database(self.cfg.path(self.cfg.devices.database))
+        if self.cfg.devices.open_enrolment:
+            log.warning("devices.open_enrolment is on: unregistered devices may connect (fine on a trusted LAN)")
+        self.readings = ReadingService(self.db, self.bus)
         self.services = SessionServices(
             cfg=self.cfg,
             runner=self.runner,
             brain=LocalBrain.from_config(self.cfg),
             registry=self.registry,
             on_metrics=self.on_metrics,
+            auth=Authenticator(self.db, self.cfg.devices.open_enrolment),
+            readings=self.readings,
         )
 
     async def _handle(self, conn: DeviceConnection) -> None:

@@ -159,6 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", action="store_true", help="print the figures as JSON")
     bench.set_defaults(func=_cmd_bench)
 
+    from gateway.cli_devices import add_devices_parsers
+
+    add_devices_parsers(sub, common)
+
     from gateway.cli_models import add_models_parser
 
     models = add_models_parser(sub)

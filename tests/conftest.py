@@ -27,8 +27,9 @@ def words(text: str) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def cfg() -> GatewayConfig:
-    return parse_config({"server": {"hello_timeout_s": 2}}, ROOT)
+def cfg(tmp_path_factory: pytest.TempPathFactory) -> GatewayConfig:
+    database = tmp_path_factory.mktemp("devices") / "gateway.db"
+    return parse_config({"server": {"hello_timeout_s": 2}, "devices": {"database": str(database)}}, ROOT)
 
 
 @pytest.fixture(scope="session")

@@ -25,11 +25,16 @@ from firmware_protocol import (
     Ping,
     Pong,
     ProtocolError,
+    ReadingAck,
+    ReadingStatus,
+    SensorReading,
     TextInput,
     Welcome,
 )
 from gateway import __version__
 from gateway.config import GatewayConfig
+from gateway.devices.auth import Authenticator, AuthRefused
+from gateway.devices.readings import ReadingService
 from gateway.devices.registry import SessionRegistry
 from gateway.engines.runner import EngineRunner
 from gateway.links.base import DeviceConnection, LinkClosed
@@ -50,6 +55,8 @@ class SessionServices:
     brain: Brain
     registry: SessionRegistry
     on_metrics: Callable[[TurnMetrics], None] | None = None
+    auth: Authenticator | None = None  # None: every device is let in (tests of the voice loop)
+    readings: ReadingService | None = None  # None: SensorReading is refused with storage-failed
 
 
 class _Peer:
@@ -105,6 +112,13 @@ async def serve_device(conn: DeviceConnection, services: SessionServices) -> Non
             return
         peer.errors = 0
         peer.name = f"{conn.peer} ({hello.device_id})"
+        if services.auth is not None:
+            try:
+                await services.auth.check(hello, peer.name)
+            except AuthRefused as exc:
+                log.warning("%s: auth-failed: %s", peer.name, exc)
+                await conn.send(Error(code="auth-failed", text=str(exc)))
+                return
         audio_in = hello.audio_in
         if audio_in.codec != "pcm_s16le":
             await peer.reject("unsupported-audio-format", f"audio_in codec {audio_in.codec} is not supported yet; send pcm_s16le")
@@ -124,7 +138,7 @@ async def serve_device(conn: DeviceConnection, services: SessionServices) -> Non
             services.on_metrics,
         )
         with services.registry.register(hello.device_id, conn):
-            await _dispatch(peer, conversation)
+            await _dispatch(peer, conversation, services, hello.device_id)
     except LinkClosed as exc:
         log.info("%s: disconnected (%s)", peer.name, exc)
     finally:
@@ -136,7 +150,14 @@ async def serve_device(conn: DeviceConnection, services: SessionServices) -> Non
             pass
 
 
-async def _dispatch(peer: _Peer, conv: Conversation) -> None:
+async def _on_reading(peer: _Peer, services: SessionServices, device_id: str, msg: SensorReading) -> None:
+    if services.readings is None:
+        await peer.send(ReadingAck(msg.seq, ReadingStatus.REJECTED, "storage-failed", "this gateway stores no readings"))
+        return
+    await peer.send(await services.readings.handle(device_id, peer.name, msg))
+
+
+async def _dispatch(peer: _Peer, conv: Conversation, services: SessionServices, device_id: str) -> None:
     while True:
         msg = await peer.conn.receive()
         if isinstance(msg, ProtocolError):
@@ -152,6 +173,8 @@ async def _dispatch(peer: _Peer, conv: Conversation) -> None:
             await conv.on_audio_stop()
         elif isinstance(msg, TextInput):
             await conv.on_text(msg.text)
+        elif isinstance(msg, SensorReading):
+            await _on_reading(peer, services, device_id, msg)
         elif isinstance(msg, Abort):
             await conv.interrupt(f"device abort: {msg.reason or 'no reason given'}")
         elif isinstance(msg, Ping):

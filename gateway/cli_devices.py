@@ -1,0 +1,114 @@
+"""`gateway devices add|list|show|remove` and `gateway readings`.
+
+gateway/cli.py registers these with `add_devices_parsers(sub, common)`. They open the SQLite
+database (`devices.database`) directly; that is safe while the gateway runs (WAL mode).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from firmware_protocol.messages import DEVICE_ID_PATTERN
+from gateway.config import GatewayConfig
+from gateway.devices.auth import add_device, get_device, list_devices, remove_device
+from gateway.devices.database import connect
+from gateway.devices.readings import list_readings
+
+FIRMWARE_EXAMPLE = """\
+Example firmware settings (keep the token secret; it is shown only now):
+  #define GATEWAY_DEVICE_ID  "{device_id}"
+  #define GATEWAY_TOKEN      "{token}"
+  #define GATEWAY_WS_URL     "ws://<gateway-host>:{ws_port}{ws_path}"
+The device sends both in its Hello (device_id, token).{enrolment}"""
+
+
+def add_devices_parsers(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    dev = subparsers.add_parser("devices", parents=[common], help="register devices and their tokens (add, list, show, remove)")
+    actions = dev.add_subparsers(dest="devices_action", metavar="ACTION")
+    add = actions.add_parser("add", parents=[common], help="register a device (or give it a new token) and print its credentials")
+    add.add_argument("device_id", help="the id the device sends in Hello: 1..64 of [A-Za-z0-9._:-]")
+    add.add_argument("--name", default="", help="a note for people, e.g. 'kitchen voice box'")
+    actions.add_parser("list", parents=[common], help="list registered devices")
+    show = actions.add_parser("show", parents=[common], help="show one device")
+    show.add_argument("device_id")
+    rm = actions.add_parser("remove", parents=[common], help="unregister a device")
+    rm.add_argument("device_id")
+    dev.set_defaults(devices_action="list", func=run_devices)
+
+    rd = subparsers.add_parser("readings", parents=[common], help="list stored sensor readings, newest first")
+    rd.add_argument("--device", help="only this device id")
+    rd.add_argument("--kind", help="only this kind, e.g. blood_pressure")
+    rd.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    rd.add_argument("--json", action="store_true", help="one JSON object per line")
+    rd.set_defaults(func=run_readings)
+
+
+def run_devices(args: argparse.Namespace, cfg: GatewayConfig) -> int:
+    conn = connect(cfg.path(cfg.devices.database))
+    try:
+        action = args.devices_action
+        if action == "list":
+            devices = list_devices(conn)
+            if not devices:
+                print("no devices registered (add one with `gateway devices add DEVICE_ID`)")
+            for d in devices:
+                seen = d.last_seen.isoformat(timespec="seconds") if d.last_seen else "never"
+                print(f"{d.device_id:<24} last seen {seen:<26} {d.name}")
+            return 0
+        if not _valid_id(args.device_id):
+            print(f"error: device id {args.device_id!r} must be 1..64 of [A-Za-z0-9._:-]", file=sys.stderr)
+            return 2
+        if action == "add":
+            token = add_device(conn, args.device_id, args.name)
+            print(f"device {args.device_id} registered")
+            print(f"  device_id: {args.device_id}\n  token:     {token}\n")
+            enrolment = ("" if not cfg.devices.open_enrolment else
+                         "\nNote: devices.open_enrolment is on, so unregistered devices can connect too.")
+            print(FIRMWARE_EXAMPLE.format(device_id=args.device_id, token=token, ws_port=cfg.server.websocket_port,
+                                          ws_path=cfg.server.websocket_path, enrolment=enrolment))
+            return 0
+        if action == "show":
+            d = get_device(conn, args.device_id)
+            if d is None:
+                print(f"error: no device {args.device_id} (see `gateway devices list`)", file=sys.stderr)
+                return 1
+            print(f"device_id:  {d.device_id}\nname:       {d.name}\nregistered: {d.created_at.isoformat(timespec='seconds')}")
+            print(f"last seen:  {d.last_seen.isoformat(timespec='seconds') if d.last_seen else 'never'}")
+            print("token:      (stored hashed; `gateway devices add ID` again issues a new one)")
+            return 0
+        if remove_device(conn, args.device_id):
+            print(f"device {args.device_id} removed; it can no longer connect unless open enrolment is on")
+            return 0
+        print(f"error: no device {args.device_id}", file=sys.stderr)
+        return 1
+    finally:
+        conn.close()
+
+
+def _valid_id(device_id: str) -> bool:
+    import re
+
+    return re.fullmatch(DEVICE_ID_PATTERN, device_id) is not None
+
+
+def run_readings(args: argparse.Namespace, cfg: GatewayConfig) -> int:
+    conn = connect(cfg.path(cfg.devices.database))
+    try:
+        rows = list_readings(conn, args.device, args.kind, args.limit)
+    finally:
+        conn.close()
+    if not rows and not args.json:
+        print("no readings stored yet")
+    for r in rows:
+        if args.json:
+            print(json.dumps({"id": r.reading_id, "device_id": r.device_id, "seq": r.seq, "kind": r.kind,
+                              "values": r.values, "units": r.units, "measured_at": r.measured_at.isoformat(),
+                              "received_at": r.received_at.isoformat(), "clock": r.clock}, ensure_ascii=False))
+        else:
+            values = ", ".join(f"{n} {v:g} {r.units[n]}".rstrip() for n, v in r.values.items())
+            clock = "" if r.clock == "device" else " (gateway clock)"
+            print(f"#{r.reading_id:<6} {r.measured_at.isoformat(timespec='seconds')}{clock}  {r.device_id}  {r.kind}: {values}")
+    return 0

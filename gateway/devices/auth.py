@@ -1,0 +1,103 @@
+"""Device identity: the registry of known devices (SQLite) and the check of a Hello's token.
+
+Each registered device has a random token; only its SHA-256 is stored (tokens are 192-bit
+random, so a plain hash is enough), compared in constant time. With open enrolment (a trusted
+LAN) unknown devices are let in with a warning; a registered device with a wrong token is always
+refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import secrets
+import sqlite3
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from firmware_protocol import Hello
+from gateway.devices.database import Database
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DeviceRecord:
+    device_id: str
+    name: str
+    created_at: datetime
+    last_seen: datetime | None
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def add_device(conn: sqlite3.Connection, device_id: str, name: str = "") -> str:
+    """Register a device (or give it a new token); returns the new token (shown once)."""
+    token = secrets.token_urlsafe(24)
+    conn.execute(
+        "INSERT INTO devices (device_id, token_hash, name, created_at) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (device_id) DO UPDATE SET token_hash = excluded.token_hash, name = excluded.name",
+        (device_id, _hash(token), name, time.time()),
+    )
+    return token
+
+
+def remove_device(conn: sqlite3.Connection, device_id: str) -> bool:
+    return conn.execute("DELETE FROM devices WHERE device_id = ?", (device_id,)).rowcount == 1
+
+
+def _record(row: tuple) -> DeviceRecord:
+    device_id, name, created, seen = row
+    return DeviceRecord(device_id, name, datetime.fromtimestamp(created, UTC),
+                        datetime.fromtimestamp(seen, UTC) if seen else None)
+
+
+def list_devices(conn: sqlite3.Connection) -> list[DeviceRecord]:
+    rows = conn.execute("SELECT device_id, name, created_at, last_seen FROM devices ORDER BY device_id")
+    return [_record(row) for row in rows]
+
+
+def get_device(conn: sqlite3.Connection, device_id: str) -> DeviceRecord | None:
+    row = conn.execute(
+        "SELECT device_id, name, created_at, last_seen FROM devices WHERE device_id = ?", (device_id,)
+    ).fetchone()
+    return _record(row) if row else None
+
+
+def check_token(conn: sqlite3.Connection, device_id: str, token: str) -> bool | None:
+    """True/False for a registered device's token (and marks it seen), None for an unknown device."""
+    row = conn.execute("SELECT token_hash FROM devices WHERE device_id = ?", (device_id,)).fetchone()
+    if row is None:
+        return None
+    ok = hmac.compare_digest(row[0], _hash(token))
+    if ok:
+        conn.execute("UPDATE devices SET last_seen = ? WHERE device_id = ?", (time.time(), device_id))
+    return ok
+
+
+class AuthRefused(Exception):
+    """Hello refused; `str(exc)` is the reason (logged and sent to the device)."""
+
+
+class Authenticator:
+    def __init__(self, db: Database, open_enrolment: bool) -> None:
+        self._db = db
+        self.open_enrolment = open_enrolment
+
+    async def check(self, hello: Hello, peer: str) -> None:
+        """Return when the device may connect; raise AuthRefused otherwise."""
+        known = await self._db.run(check_token, hello.device_id, hello.token)
+        if known is True:
+            return
+        if known is False:
+            raise AuthRefused(f"wrong token for device {hello.device_id}")
+        if not self.open_enrolment:
+            raise AuthRefused(
+                f"unknown device {hello.device_id} (register it with `gateway devices add {hello.device_id}`)"
+            )
+        log.warning("%s: unregistered device %s let in because devices.open_enrolment is on "
+                    "(turn it off outside a trusted LAN)", peer, hello.device_id)

@@ -1,0 +1,72 @@
+"""The gateway's SQLite database (device registry + sensor readings): schema and one writer.
+
+Every access from the asyncio side goes through `Database.run`, which executes on one dedicated
+thread that owns the connection, so there is exactly one writer and the event loop never blocks
+on the disk. The CLI uses `connect()` directly (it is not async).
+
+WAL mode lets the CLI read while the gateway writes; `synchronous=FULL` makes a committed
+transaction durable on disk before `run` returns, so an acknowledged reading survives a crash or
+a power cut, not only a killed process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS devices (
+    device_id   TEXT PRIMARY KEY,
+    token_hash  TEXT NOT NULL,
+    name        TEXT NOT NULL DEFAULT '',
+    created_at  REAL NOT NULL,
+    last_seen   REAL
+);
+CREATE TABLE IF NOT EXISTS readings (
+    id          INTEGER PRIMARY KEY,
+    device_id   TEXT NOT NULL,
+    seq         INTEGER NOT NULL,
+    kind        TEXT NOT NULL,
+    measured_at REAL NOT NULL,
+    received_at REAL NOT NULL,
+    clock       TEXT NOT NULL,
+    "values"    TEXT NOT NULL,
+    UNIQUE (device_id, seq)
+);
+CREATE INDEX IF NOT EXISTS readings_by_time ON readings (received_at);
+"""
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open (creating if needed) the database with the schema, WAL and durable commits."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=10, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA busy_timeout=10000")
+    conn.executescript(SCHEMA)
+    return conn
+
+
+class Database:
+    """One connection used only from one executor thread: the single writer."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite")
+        self._conn = self._executor.submit(connect, path).result()
+
+    async def run(self, fn: Callable[..., T], *args: object) -> T:
+        """Run `fn(conn, *args)` on the database thread."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, fn, self._conn, *args)
+
+    def close(self) -> None:
+        self._executor.submit(self._conn.close).result()
+        self._executor.shutdown(wait=True)

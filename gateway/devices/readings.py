@@ -1,0 +1,142 @@
+"""Sensor readings: validate, store durably (before the ack), deduplicate, publish on the bus.
+
+A reading is acknowledged STORED only after its row is committed (see database.py), and each
+device + seq is stored once: a resend is acked DUPLICATE and not published again. Readings are
+handled one at a time per device session (the session awaits the store before reading the next
+message), so a slow disk pushes back on the device instead of filling a queue.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from firmware_protocol import ReadingAck, ReadingStatus, SensorReading
+from gateway.bus import EventBus
+from gateway.devices.database import Database
+from gateway.devices.reading_rules import ReadingInvalid, check_reading
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ReadingStored:
+    """Bus event: a new reading is durably stored (published once per device + seq)."""
+
+    reading_id: int
+    device_id: str
+    kind: str
+    values: dict[str, float]
+    units: dict[str, str]
+    measured_at: datetime
+    received_at: datetime
+
+
+@dataclass(frozen=True)
+class StoredRow:
+    """A reading as listed by `gateway readings`."""
+
+    reading_id: int
+    device_id: str
+    seq: int
+    kind: str
+    values: dict[str, float]
+    units: dict[str, str]
+    measured_at: datetime
+    received_at: datetime
+    clock: str  # "device" when measured_at came from the device, "gateway" when it had no clock
+
+
+def _utc(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
+
+
+def insert_reading(
+    conn: sqlite3.Connection, device_id: str, msg: SensorReading, received_at: float
+) -> tuple[int, bool]:
+    """Store one reading; returns (row id, True) or, for a known device + seq, (its id, False)."""
+    measured_at, clock = (float(msg.measured_at), "device") if msg.measured_at else (received_at, "gateway")
+    values = json.dumps([[name, unit, value] for name, unit, value in msg.values], ensure_ascii=False)
+    cur = conn.execute(
+        'INSERT INTO readings (device_id, seq, kind, measured_at, received_at, clock, "values")'
+        " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (device_id, seq) DO NOTHING",
+        (device_id, msg.seq, msg.kind, measured_at, received_at, clock, values),
+    )
+    if cur.rowcount == 1:
+        return int(cur.lastrowid or 0), True
+    row = conn.execute("SELECT id FROM readings WHERE device_id = ? AND seq = ?", (device_id, msg.seq)).fetchone()
+    return int(row[0]), False
+
+
+def list_readings(
+    conn: sqlite3.Connection, device_id: str | None = None, kind: str | None = None, limit: int = 50
+) -> list[StoredRow]:
+    """The newest readings first, optionally for one device and/or kind."""
+    where, args = [], []
+    if device_id:
+        where.append("device_id = ?")
+        args.append(device_id)
+    if kind:
+        where.append("kind = ?")
+        args.append(kind)
+    sql = 'SELECT id, device_id, seq, kind, "values", measured_at, received_at, clock FROM readings'
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    rows = conn.execute(sql + " ORDER BY id DESC LIMIT ?", (*args, limit)).fetchall()
+    out = []
+    for rid, dev, seq, kind_, values, measured, received, clock in rows:
+        triples = json.loads(values)
+        out.append(StoredRow(rid, dev, seq, kind_, {n: v for n, _, v in triples}, {n: u for n, u, _ in triples},
+                             _utc(measured), _utc(received), clock))
+    return out
+
+
+class ReadingService:
+    """Turns a device's SensorReading into a durable row, a bus event and a ReadingAck."""
+
+    def __init__(self, db: Database, bus: EventBus, clock: Callable[[], float] = time.time) -> None:
+        self._db = db
+        self._bus = bus
+        self._clock = clock
+        self.stored = 0
+        self.duplicates = 0
+        self.rejected = 0
+
+    async def handle(self, device_id: str, peer: str, msg: SensorReading) -> ReadingAck:
+        received_at = self._clock()
+        try:
+            check_reading(msg, received_at)
+        except ReadingInvalid as exc:
+            self.rejected += 1
+            log.warning("%s: reading-invalid: %s reading seq %d refused: %s", peer, msg.kind, msg.seq, exc)
+            return ReadingAck(msg.seq, ReadingStatus.REJECTED, "reading-invalid", str(exc))
+        try:
+            reading_id, new = await self._db.run(insert_reading, device_id, msg, received_at)
+        except sqlite3.Error as exc:
+            self.rejected += 1
+            log.exception("%s: storage-failed: reading seq %d not stored", peer, msg.seq)
+            return ReadingAck(msg.seq, ReadingStatus.REJECTED, "storage-failed", f"database error: {exc}")
+        if not new:
+            self.duplicates += 1
+            log.info("%s: reading seq %d is a duplicate of #%d; acked again, not stored", peer, msg.seq, reading_id)
+            return ReadingAck(msg.seq, ReadingStatus.DUPLICATE)
+        self.stored += 1
+        measured_at = msg.measured_at or received_at
+        self._bus.publish(
+            ReadingStored(
+                reading_id=reading_id,
+                device_id=device_id,
+                kind=msg.kind,
+                values={name: value for name, _, value in msg.values},
+                units={name: unit for name, unit, _ in msg.values},
+                measured_at=_utc(measured_at),
+                received_at=_utc(received_at),
+            )
+        )
+        log.debug("%s: stored %s reading seq %d as #%d", peer, msg.kind, msg.seq, reading_id)
+        return ReadingAck(msg.seq, ReadingStatus.STORED)
