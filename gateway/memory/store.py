@@ -59,15 +59,24 @@ def _node(row: tuple) -> Node:
                 tuple(json.loads(row[8])), tuple(json.loads(row[9])))
 
 
+def _match(tag: str) -> tuple[str, str]:
+    """`ns:*` matches any value of a namespace (prefix search on the tag index)."""
+    if tag.endswith(":*"):
+        prefix = tag[:-1]
+        return "(tag >= ? AND tag < ?)", [prefix, prefix[:-1] + ";"]  # ';' sorts right after ':'
+    return "tag = ?", [tag]
+
+
 def _tag_clause(all_of: Iterable[str], any_of: Iterable[str]) -> tuple[str, list]:
     sql, args = "", []
     for tag in all_of:
-        sql += " AND id IN (SELECT node_id FROM node_tags WHERE tag = ?)"
-        args.append(tag)
-    any_of = list(any_of)
-    if any_of:
-        sql += f" AND id IN (SELECT node_id FROM node_tags WHERE tag IN ({','.join('?' * len(any_of))}))"
-        args.extend(any_of)
+        cond, a = _match(tag)
+        sql += f" AND id IN (SELECT node_id FROM node_tags WHERE {cond})"
+        args.extend(a)
+    parts = [_match(t) for t in any_of]
+    if parts:
+        sql += f" AND id IN (SELECT node_id FROM node_tags WHERE {' OR '.join(c for c, _ in parts)})"
+        args.extend(x for _, a in parts for x in a)
     return sql, args
 
 

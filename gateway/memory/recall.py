@@ -1,0 +1,117 @@
+"""MemoryBrain: the local brain with a memory, offline.
+
+Implements the `Brain` protocol around `LocalBrain` (its signatures are unchanged). Per utterance:
+1. "my name is Anna" / "call me Anna" -> a persistent fact (`profile:name`) is remembered;
+2. "what is my name?" -> answered from that fact;
+3. "what was my blood pressure this morning?" -> the best matching sensor-reading observation in
+   the time window said (this morning, today, tonight, yesterday; else the latest);
+4. else the reply table; else a clearly relevant memory ("I remember: ..."); else the fallback.
+Every turn (utterance + reply) is written as a conversation node, in the background, so the
+reply is never delayed by the write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import AsyncIterator
+from datetime import datetime, timedelta
+
+from gateway.memory.errors import MemoryError_
+from gateway.memory.service import MemoryService
+from gateway.voice.brain import BrainContext, LocalBrain, split_sentences
+
+log = logging.getLogger(__name__)
+
+_INTRODUCE = re.compile(r"\b(?:my name(?:\s+is|'s|’s|s)|call me)\s+(?P<name>[^\W\d_][\w'’-]*)", re.I)
+_ASK_NAME = re.compile(r"\b(what(?:\s+is|'s|s)\s+my\s+name|do you (?:know|remember) my name|who am i)\b", re.I)
+_ASK_READING = re.compile(
+    r"\b(what|how|when)\b.*\bmy\b.*\b(blood pressure|pressure|pulse|heart rate|temperature|weight|glucose|sugar|"
+    r"oxygen|spo2|steps|sleep|reading|readings)\b", re.I)
+_WINDOWS = (("this morning", 0, 12, 0), ("this afternoon", 12, 18, 0), ("tonight", 17, 24, 0),
+            ("this evening", 17, 24, 0), ("yesterday", 0, 24, 1), ("today", 0, 24, 0))
+RECALL_MIN_RELEVANCE = 0.55
+
+
+def _window(utterance: str, now: datetime) -> tuple[str, float, float] | None:
+    low = utterance.lower()
+    for phrase, start_h, end_h, days_back in _WINDOWS:
+        if phrase in low:
+            day = (now - timedelta(days=days_back)).replace(hour=0, minute=0, second=0, microsecond=0)
+            return phrase, (day + timedelta(hours=start_h)).timestamp(), (day + timedelta(hours=end_h)).timestamp()
+    return None
+
+
+def _clock(ts: float, now: datetime) -> str:
+    when = datetime.fromtimestamp(ts, now.tzinfo)
+    hour = f"{when:%I:%M %p}".lstrip("0")
+    if when.date() == now.date():
+        return f"at {hour} today"
+    if when.date() == (now - timedelta(days=1)).date():
+        return f"at {hour} yesterday"
+    return f"on {when:%B} {when.day} at {hour}"
+
+
+class MemoryBrain:
+    def __init__(self, local: LocalBrain, memory: MemoryService) -> None:
+        self.local = local
+        self.memory = memory
+        self._writes: set[asyncio.Task] = set()
+
+    async def reply(self, utterance: str, ctx: BrainContext) -> AsyncIterator[str]:
+        text = await self.answer(utterance, ctx)
+        task = asyncio.create_task(self._remember_turn(utterance, text, ctx.device_id))
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+        for sentence in split_sentences(text):
+            yield sentence
+
+    async def drain(self) -> None:
+        """Wait for the turn writes in flight (tests, shutdown)."""
+        while self._writes:
+            await asyncio.gather(*list(self._writes), return_exceptions=True)
+
+    async def _remember_turn(self, utterance: str, reply: str, device_id: str) -> None:
+        try:
+            await self.memory.remember_turn(self.memory.user_for(device_id), utterance, reply, device_id)
+        except MemoryError_ as exc:
+            log.warning("memory: turn of %s not remembered: %s: %s", device_id, exc.code, exc.text)
+
+    async def answer(self, utterance: str, ctx: BrainContext) -> str:
+        """The whole reply text, using the memory of the device's user."""
+        user = self.memory.user_for(ctx.device_id)
+        if m := _INTRODUCE.search(utterance):
+            name = m.group("name").strip("'’").capitalize()
+            await self.memory.remember(user, f"The user's name is {name}.", kind="fact", source=ctx.device_id,
+                                       persistent=True, extra_tags=["profile:name"], importance=8)
+            return self.local.try_answer(utterance, ctx) or f"Nice to meet you, {name}. I will remember that."
+        if _ASK_NAME.search(utterance):
+            facts = await self.memory.recent(user, 1, all_of=["profile:name"])
+            if facts:
+                return f"Your name is {facts[0].content.removeprefix('The user').split(' is ', 1)[1].rstrip('.')}."
+            return "You have not told me your name yet. Say: my name is, and then your name."
+        if _ASK_READING.search(utterance):
+            return await self._reading_answer(user, utterance, ctx.now)
+        if (table := self.local.try_answer(utterance, ctx)) is not None:
+            return table
+        hits = await self.memory.search(user, utterance, 3, weights=self.memory.conversation_weights)
+        facts = [h for h in hits if h.node.type != "conversation" and h.relevance >= RECALL_MIN_RELEVANCE]
+        if facts:
+            return f"I remember: {facts[0].node.content.rstrip('.')}."
+        return self.local.fallback
+
+    async def _reading_answer(self, user: str, utterance: str, now: datetime) -> str:
+        window = _window(utterance, now)
+        since, until = (window[1], window[2]) if window else (None, None)
+        candidates = await self.memory.recent(user, 200, any_of=["reading:*"], since=since, until=until)
+        if not candidates:
+            when = f" {window[0]}" if window else ""
+            return f"I have no readings for you{when}."
+        vecs = await self.memory.embed([utterance] + [c.content.split(", measured")[0] for c in candidates])
+        scores = vecs[1:] @ vecs[0]
+        best_rel = float(scores.max())
+        # The best match by meaning; among equally good ones (same kind of reading), the newest.
+        best = next(c for c, s in zip(candidates, scores) if s >= best_rel - 0.05)
+        what = best.content.split(", measured")[0]
+        return f"Measured {_clock(best.ts, now)}: {what}."
