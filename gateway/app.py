@@ -22,6 +22,7 @@ from gateway.devices.session import SessionServices, serve_device
 from gateway.engines.factory import load_engines
 from gateway.engines.runner import EngineRunner
 from gateway.links.base import DeviceConnection, DeviceLink
+from gateway.links.serial_link import SerialLink, SerialPort
 from gateway.links.websocket import WebSocketLink
 from gateway.modelstore import ModelStore
 from gateway.voice.brain import LocalBrain
@@ -83,7 +84,11 @@ class Gateway:
 
 def default_links(cfg: GatewayConfig) -> list[DeviceLink]:
     s = cfg.server
-    return [WebSocketLink(s.host, s.websocket_port, s.websocket_path, s.max_frame_bytes)]
+    links: list[DeviceLink] = [WebSocketLink(s.host, s.websocket_port, s.websocket_path, s.max_frame_bytes)]
+    if cfg.serial.ports:
+        ports = [SerialPort(p.port, p.baud) for p in cfg.serial.ports]
+        links.append(SerialLink(ports, s.max_frame_bytes))
+    return links
 
 
 def connect_hints(cfg: GatewayConfig, port: int) -> list[str]:

@@ -155,6 +155,15 @@ class DevicesConfig(_Section):
     open_enrolment: bool = True
 
 
+class SerialPortConfig(_Section):
+    port: str = Field(min_length=1)
+    baud: int = Field(921600, ge=1200, le=12_000_000)
+
+
+class SerialConfig(_Section):
+    ports: tuple[SerialPortConfig, ...] = ()
+
+
 class LoggingConfig(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
@@ -173,6 +182,7 @@ class GatewayConfig(_Section):
     audio: AudioConfig = AudioConfig()
     brain: BrainConfig = BrainConfig()
     devices: DevicesConfig = DevicesConfig()
+    serial: SerialConfig = SerialConfig()
     memory: MemoryConfig = MemoryConfig()
     mcp: McpConfig = McpConfig()
     logging: LoggingConfig = LoggingConfig()

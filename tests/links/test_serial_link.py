@@ -1,0 +1,173 @@
+"""The serial link against a real pty pair made by socat: framing, noise, unplug and replug."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import subprocess
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+import serial
+
+from firmware_protocol import (
+    Error,
+    Hello,
+    Message,
+    Ping,
+    Pong,
+    ProtocolError,
+    ReadingAck,
+    ReadingStatus,
+    SensorReading,
+    StreamDeframer,
+    Welcome,
+    encode_stream_frame,
+)
+from gateway.app import Gateway
+from gateway.config import parse_config
+from gateway.links.serial_link import SerialLink, SerialPort
+
+pytestmark = [
+    pytest.mark.models,
+    pytest.mark.asyncio(loop_scope="session"),
+    pytest.mark.skipif(shutil.which("socat") is None, reason="needs socat (Debian package socat)"),
+]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Socat:
+    """A virtual serial cable: two ptys linked at `gateway_end` and `device_end`."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.gateway_end = tmp / "ttyGW"
+        self.device_end = tmp / "ttyDEV"
+        self.proc: subprocess.Popen[str] | None = None
+
+    def plug(self) -> None:
+        self.proc = subprocess.Popen(
+            ["socat", "-d", "-d", f"pty,raw,echo=0,link={self.gateway_end}", f"pty,raw,echo=0,link={self.device_end}"],
+            stderr=subprocess.PIPE, text=True,
+        )
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:  # both ptys and links exist once socat says this
+            if "starting data transfer loop" in line:
+                return
+        raise RuntimeError("socat did not start")
+
+    def pull(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(5)
+            self.proc = None
+
+
+class Device:
+    """The ESP32 side: plain blocking pyserial in a worker thread, its own deframer."""
+
+    def __init__(self, path: Path) -> None:
+        self.port = serial.Serial(str(path), 921600, timeout=0.05)
+        self.deframer = StreamDeframer()
+        self.inbox: deque[Message | ProtocolError] = deque()
+
+    async def write(self, data: bytes) -> None:
+        await asyncio.to_thread(self.port.write, data)
+
+    async def send(self, msg: Message) -> None:
+        await self.write(encode_stream_frame(msg))
+
+    async def recv(self, timeout: float = 5) -> Message | ProtocolError:
+        deadline = time.monotonic() + timeout
+        while not self.inbox:
+            if time.monotonic() > deadline:
+                raise TimeoutError("nothing received")
+            self.inbox.extend(self.deframer.feed(await asyncio.to_thread(self.port.read, 4096)))
+        return self.inbox.popleft()
+
+    async def hello(self, device_id: str, timeout: float = 10) -> Welcome:
+        """Send Hello until a Welcome comes (the gateway may still be reopening its end)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            await self.send(Hello(device_id=device_id))
+            try:
+                while not isinstance(reply := await self.recv(0.5), Welcome):
+                    pass
+                return reply
+            except TimeoutError:
+                continue
+        raise TimeoutError("no Welcome")
+
+    def close(self) -> None:
+        self.port.close()
+
+
+@pytest.fixture
+def cable(tmp_path: Path) -> Iterator[Socat]:
+    socat = Socat(tmp_path)
+    socat.plug()
+    yield socat
+    socat.pull()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def serial_gateway(cable: Socat, runner, tmp_path: Path) -> AsyncIterator[SerialLink]:
+    cfg = parse_config({"server": {"hello_timeout_s": 5}, "devices": {"database": str(tmp_path / "g.db")}}, ROOT)
+    link = SerialLink([SerialPort(str(cable.gateway_end))])
+    ready = asyncio.Event()
+    task = asyncio.create_task(Gateway(cfg, runner, [link]).serve(ready))
+    await asyncio.wait_for(ready.wait(), 10)
+    yield link
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_device_on_a_serial_port_is_welcomed_and_its_reading_is_acked_stored(serial_gateway, cable):
+    dev = Device(cable.device_end)
+    try:
+        await dev.hello("uart-bp-1")
+        await dev.send(SensorReading(1, "blood_pressure", 0, (("systolic", "mmHg", 121.0), ("diastolic", "mmHg", 79.0))))
+        ack = await dev.recv()
+        assert isinstance(ack, ReadingAck) and (ack.seq, ack.status) == (1, ReadingStatus.STORED)
+    finally:
+        dev.close()
+
+
+async def test_line_noise_between_frames_is_reported_and_the_next_frame_is_served(serial_gateway, cable, caplog):
+    dev = Device(cable.device_end)
+    try:
+        await dev.hello("uart-noisy")
+        with caplog.at_level(logging.WARNING):
+            await dev.write(bytes(range(1, 200)) + b"\x00")  # a burst of noise, then a delimiter
+            err = await dev.recv()
+            assert isinstance(err, Error) and err.code in ("bad-crc", "bad-framing")
+            await dev.send(Ping(nonce=42))
+            assert await dev.recv() == Pong(nonce=42)
+        assert f"serial {cable.gateway_end} (uart-noisy): {err.code}" in caplog.text
+    finally:
+        dev.close()
+
+
+async def test_a_cable_pulled_mid_frame_is_reopened_when_the_device_comes_back(serial_gateway, cable, caplog):
+    dev = Device(cable.device_end)
+    await dev.hello("uart-replug")
+    frame = encode_stream_frame(SensorReading(5, "humidity", 0, (("percent", "%", 40.0),)))
+    with caplog.at_level(logging.INFO):
+        await dev.write(frame[: len(frame) // 2])  # half a frame, then the cable goes
+        dev.close()
+        cable.pull()
+        cable.plug()
+        dev = Device(cable.device_end)
+        try:
+            await dev.hello("uart-replug")
+            await dev.send(SensorReading(6, "humidity", 0, (("percent", "%", 41.0),)))
+            ack = await dev.recv()
+            assert isinstance(ack, ReadingAck) and (ack.seq, ack.status) == (6, ReadingStatus.STORED)
+        finally:
+            dev.close()
+    assert serial_gateway.opened[str(cable.gateway_end)] >= 2
+    assert "reopening when it comes back" in caplog.text
