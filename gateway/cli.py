@@ -166,6 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
     from gateway.cli_models import add_models_parser
 
     models = add_models_parser(sub)
+    from gateway.cli_memory import add_memory_parsers
+
+    add_memory_parsers(sub, common)
     models.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS, help="gateway.yaml to use")
     return parser
 

@@ -1,0 +1,93 @@
+"""`gateway memory search|add|recent|export|import` and `gateway mcp` (MCP over stdio)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from gateway.config import GatewayConfig
+
+
+def _progress(line: str) -> None:
+    print(f"  {line}", file=sys.stderr, flush=True)
+
+
+async def _with_memory(cfg: GatewayConfig, fn: Any) -> Any:
+    from gateway.memory.service import MemoryService
+
+    async with MemoryService.from_config(cfg, progress=_progress) as memory:
+        return await fn(memory)
+
+
+def _print(obj: Any) -> None:
+    print(json.dumps(obj, ensure_ascii=False, indent=2))
+
+
+def _cmd_memory(args: argparse.Namespace, cfg: GatewayConfig) -> int:
+    from gateway.memory.errors import MemoryError_
+
+    async def run(memory: Any) -> None:
+        user = args.user or memory.default_user
+        if args.action == "search":
+            found = await memory.search(user, args.text, args.n, all_of=args.all or (), any_of=args.any or ())
+            _print([r.as_dict() for r in found])
+        elif args.action == "add":
+            node = await memory.remember(user, args.text, kind=args.kind, source="cli", persistent=args.persistent,
+                                         extra_tags=args.tag or ())
+            _print(node.as_dict())
+        elif args.action == "recent":
+            _print([n.as_dict() for n in await memory.recent(user, args.n)])
+        elif args.action == "export":
+            users = [user] if args.user else await memory.known_users()
+            for u in users:
+                for node in reversed(await memory.recent(u, 1000)):
+                    print(json.dumps(node.as_dict(), ensure_ascii=False))
+        elif args.action == "import":
+            count = 0
+            for line in sys.stdin:
+                if line.strip():
+                    d = json.loads(line)
+                    await memory.remember(d.get("user_id", user), d["content"], node_type=d.get("type", "observation"),
+                                          extra_tags=d.get("tags", ()), importance=d.get("importance"),
+                                          when=d.get("ts"), pointer_ids=d.get("pointer_ids", ()))
+                    count += 1
+            print(f"imported {count} memories", file=sys.stderr)
+
+    try:
+        asyncio.run(_with_memory(cfg, run))
+    except MemoryError_ as exc:
+        print(f"error: {exc.code}: {exc.text}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _cmd_mcp(args: argparse.Namespace, cfg: GatewayConfig) -> int:
+    from gateway.mcp_server.tools import McpDeps, build_server
+
+    async def run(memory: Any) -> None:
+        await build_server(McpDeps(memory)).run_stdio_async()
+
+    asyncio.run(_with_memory(cfg, run))
+    return 0
+
+
+def add_memory_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
+    mem = sub.add_parser("memory", parents=[common], help="search, add, list, export or import memories")
+    mem.add_argument("action", choices=["search", "add", "recent", "export", "import"],
+                     help="search TEXT | add TEXT | recent | export (JSON lines to stdout) | import (JSON lines from stdin)")
+    mem.add_argument("text", nargs="?", default="", help="the query (search) or the memory (add)")
+    mem.add_argument("--user", help="whose memory (default: memory.default_user; export: everyone)")
+    mem.add_argument("-n", type=int, default=10, help="how many results")
+    mem.add_argument("--kind", default="note", help="add: the kind (event, fact, rule, preference, ...)")
+    mem.add_argument("--persistent", action="store_true", help="add: a long-term memory (rules, preferences)")
+    mem.add_argument("--tag", action="append", help="add: a namespace:value tag (repeatable)")
+    mem.add_argument("--all", action="append", help="search: a tag every result must carry (repeatable)")
+    mem.add_argument("--any", action="append", help="search: results carry at least one of these tags")
+    mem.set_defaults(func=_cmd_memory)
+    mcp = sub.add_parser("mcp", parents=[common], help="serve the memory as MCP tools over stdio (for agents)",
+                         description="Speaks MCP on stdin/stdout; logs go to stderr. Device tools need the "
+                         "running gateway's HTTP endpoint (mcp.http).")
+    mcp.set_defaults(func=_cmd_mcp)
