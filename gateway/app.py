@@ -21,6 +21,7 @@ from gateway.devices.registry import SessionRegistry
 from gateway.devices.session import SessionServices, serve_device
 from gateway.engines.factory import load_engines
 from gateway.engines.runner import EngineRunner
+from gateway.expression.service import ExpressionService
 from gateway.links.base import DeviceConnection, DeviceLink
 from gateway.links.serial_link import SerialLink, SerialPort
 from gateway.links.websocket import WebSocketLink
@@ -66,6 +67,7 @@ class Gateway:
             on_metrics=self.on_metrics,
             auth=Authenticator(self.db, self.cfg.devices.open_enrolment),
             readings=self.readings,
+            expression=ExpressionService.from_config(self.cfg, self.bus),
         )
 
     async def _handle(self, conn: DeviceConnection) -> None:

@@ -173,6 +173,13 @@ class LoggingConfig(_Section):
         return value.upper() if isinstance(value, str) else value
 
 
+class ExpressionConfig(_Section):
+    action_rules: Path = Path("config/action_rules.csv")
+    sentiment: Path = Path("config/sentiment.yaml")
+    servo_map: Path = Path("config/servo_map.yaml")
+    mouth_frame_ms: int = Field(40, ge=10, le=255)
+
+
 class GatewayConfig(_Section):
     server: ServerConfig = ServerConfig()
     models: ModelsConfig = ModelsConfig()
@@ -181,6 +188,7 @@ class GatewayConfig(_Section):
     tts: TtsConfig = TtsConfig()
     audio: AudioConfig = AudioConfig()
     brain: BrainConfig = BrainConfig()
+    expression: ExpressionConfig = ExpressionConfig()
     devices: DevicesConfig = DevicesConfig()
     serial: SerialConfig = SerialConfig()
     memory: MemoryConfig = MemoryConfig()

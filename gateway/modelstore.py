@@ -54,7 +54,7 @@ class ModelFile(_Strict):
     name: str
     role: str
     package_file: str | None = None
-    derive: Literal["moonshine-tokens"] | None = None
+    derive: Literal["moonshine-tokens", "piper-alignment"] | None = None
     derived_from: str | None = None
     size: int = Field(ge=0)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
@@ -133,8 +133,15 @@ def _derive_moonshine_tokens(src: Path) -> tuple[bytes, str]:
     return text.encode("ascii"), f"{len(tokens)} tokens"
 
 
+def _derive_piper_alignment(src: Path) -> tuple[bytes, str]:
+    from gateway.engines.piper_align import patched_voice  # needs onnx: imported only when deriving
+
+    return patched_voice(src)
+
+
 _DERIVERS: dict[str, Callable[[Path], tuple[bytes, str]]] = {
     "moonshine-tokens": _derive_moonshine_tokens,
+    "piper-alignment": _derive_piper_alignment,
 }
 
 

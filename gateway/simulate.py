@@ -23,8 +23,10 @@ from firmware_protocol import (
     AudioFormat,
     AudioStart,
     AudioStop,
+    Capability,
     Error,
     Hello,
+    Message,
     ReplyText,
     StopReason,
     Transcript,
@@ -34,8 +36,10 @@ from firmware_protocol import (
     encode,
 )
 from gateway.audio.pcm import float_to_s16le, resample, s16le_to_float
+from gateway.expression.events import EXPRESSION_MESSAGES, expression_event
 
 CHUNK_MS = 20
+EXPRESSIVE = Capability.AUDIO_IN | Capability.AUDIO_OUT | Capability.VISEMES | Capability.ACTION
 Emit = Callable[[dict[str, Any]], None]
 
 
@@ -53,6 +57,9 @@ class SimResult:
     first_audio_ms: float | None = None
     aborted: bool = False
     errors: list[tuple[str, str]] = field(default_factory=list)
+    expression: list[Message] = field(default_factory=list)  # Visemes, Action, ... in arrival order
+    stream_log: list[tuple[str, int]] = field(default_factory=list)  # (message name, stream id) in order
+    stream_bytes: dict[int, int] = field(default_factory=dict)  # reply audio bytes per stream
 
     @property
     def audio_seconds(self) -> float:
@@ -90,6 +97,7 @@ async def simulate(
     push_to_talk: bool = False,
     timeout: float = 60.0,
     emit: Emit = lambda event: None,
+    capabilities: int = EXPRESSIVE,
 ) -> SimResult:
     """Stream `audio` (float32 mono at `rate`) to the gateway at `url` and collect the reply."""
     try:
@@ -98,7 +106,8 @@ async def simulate(
         raise SimulateError(f"cannot connect to {url}: {exc}. Is `gateway run` running there?") from None
     result = SimResult(out_rate=out_rate)
     async with ws:
-        hello = Hello(device_id=device_id, audio_in=AudioFormat(sample_rate=rate), audio_out=AudioFormat(sample_rate=out_rate))
+        hello = Hello(device_id=device_id, capabilities=capabilities, audio_in=AudioFormat(sample_rate=rate),
+                      audio_out=AudioFormat(sample_rate=out_rate))
         await ws.send(encode(hello))
         welcome = decode(await asyncio.wait_for(ws.recv(), 15))
         if not isinstance(welcome, Welcome):
@@ -148,9 +157,17 @@ async def _sleep_until(when: float) -> None:
 
 async def _receive(ws, result: SimResult, emit: Emit, done: asyncio.Event, input_end: list[float]) -> None:
     chunks: list[bytes] = []
+    sentence_of: dict[int, str] = {}
     async for frame in ws:
         msg = decode(frame)
+        stream_id = getattr(msg, "stream_id", None)
+        if stream_id is not None and not (isinstance(msg, AudioChunk) and msg.seq):  # first chunks only
+            result.stream_log.append((msg.NAME, stream_id))
+        if isinstance(msg, EXPRESSION_MESSAGES):
+            result.expression.append(msg)
+            emit(expression_event(msg, sentence_of.get(stream_id or 0, "")))
         if isinstance(msg, AudioChunk):
+            result.stream_bytes[msg.stream_id] = result.stream_bytes.get(msg.stream_id, 0) + len(msg.data)
             if result.first_audio_ms is None:
                 result.first_audio_ms = (time.monotonic() - input_end[0]) * 1000 if input_end else 0.0
                 emit({"event": "first_audio", "ms": round(result.first_audio_ms, 1)})
@@ -168,6 +185,7 @@ async def _receive(ws, result: SimResult, emit: Emit, done: asyncio.Event, input
                 result.reply_audio = b"".join(chunks)
                 done.set()
             else:
+                sentence_of[msg.stream_id] = msg.text
                 result.sentences.append(msg.text)
                 emit({"event": "reply_sentence", "text": msg.text})
         elif isinstance(msg, AudioStop) and msg.reason == StopReason.ABORTED:

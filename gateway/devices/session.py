@@ -37,6 +37,7 @@ from gateway.devices.auth import Authenticator, AuthRefused
 from gateway.devices.readings import ReadingService
 from gateway.devices.registry import SessionRegistry
 from gateway.engines.runner import EngineRunner
+from gateway.expression.service import ExpressionService
 from gateway.links.base import DeviceConnection, LinkClosed
 from gateway.voice.brain import Brain
 from gateway.voice.conversation import Conversation, TurnMetrics
@@ -57,6 +58,7 @@ class SessionServices:
     on_metrics: Callable[[TurnMetrics], None] | None = None
     auth: Authenticator | None = None  # None: every device is let in (tests of the voice loop)
     readings: ReadingService | None = None  # None: SensorReading is refused with storage-failed
+    expression: ExpressionService | None = None  # None: no expression packets (visemes, action...)
 
 
 class _Peer:
@@ -136,6 +138,7 @@ async def serve_device(conn: DeviceConnection, services: SessionServices) -> Non
             audio_in,
             audio_out,
             services.on_metrics,
+            on_sentence=services.expression.hook_for(hello.device_id, hello.capabilities) if services.expression else None,
         )
         with services.registry.register(hello.device_id, conn):
             await _dispatch(peer, conversation, services, hello.device_id)

@@ -45,10 +45,15 @@ class AsrEngine(Protocol):
 
 @dataclass(frozen=True)
 class SynthChunk:
-    """A piece of synthesized speech: mono int16 PCM at `sample_rate`."""
+    """A piece of synthesized speech: mono int16 PCM at `sample_rate`.
+
+    `phonemes`, when the engine knows them, are the chunk's (IPA phoneme, sample count) pairs in
+    order; their counts add up to the chunk's length. None when the engine gives no timings.
+    """
 
     pcm: np.ndarray  # int16
     sample_rate: int
+    phonemes: tuple[tuple[str, int], ...] | None = None
 
 
 class TtsEngine(Protocol):

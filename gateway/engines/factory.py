@@ -72,7 +72,9 @@ def load_tts(cfg: GatewayConfig, store: ModelStore, progress: Progress = _quiet)
     from gateway.engines.piper_tts import PiperTts
 
     files = _files(store, cfg.tts.voice, "tts", "tts.voice", progress)
-    return PiperTts(files["model"], files["config"], cfg.tts.length_scale, cfg.tts.num_threads)
+    # The aligned voice (same weights, phoneme timings exposed) when the manifest derives one.
+    model = files.get("aligned_model", files["model"])
+    return PiperTts(model, files["config"], cfg.tts.length_scale, cfg.tts.num_threads)
 
 
 def load_engines(cfg: GatewayConfig, store: ModelStore, progress: Progress = _quiet) -> Engines:

@@ -41,6 +41,19 @@ def _session(onnx: Path, num_threads: int) -> onnxruntime.InferenceSession:
                                         providers=["CPUExecutionProvider"])
 
 
+def _timings(chunk: object, samples: int) -> tuple[tuple[str, int], ...] | None:
+    """(phoneme, samples) pairs of a piper chunk; the last one absorbs any rounding difference."""
+    aligned = getattr(chunk, "phoneme_alignments", None)
+    if not aligned:
+        return None
+    pairs = [(a.phoneme, int(a.num_samples)) for a in aligned]
+    missing = samples - sum(n for _, n in pairs)
+    if missing:
+        phoneme, n = pairs[-1]
+        pairs[-1] = (phoneme, max(0, n + missing))
+    return tuple(pairs)
+
+
 class PiperTts:
     """TtsEngine: `synthesize(text)` yields int16 mono chunks at the voice's sample rate."""
 
@@ -59,6 +72,9 @@ class PiperTts:
         self.sample_rate: int = config.sample_rate
         self.length_scale = length_scale
         self._syn = SynthesisConfig(length_scale=length_scale)
+        # An aligned voice (model store step `piper-alignment`) has a second output: per-phoneme
+        # sample counts. Then every chunk carries its phoneme timings (for visemes).
+        self.has_alignments: bool = len(self._voice.session.get_outputs()) > 1
         # The first run initialises espeak-ng and onnxruntime buffers: pay it at load.
         for _ in self.synthesize("Hello."):
             pass
@@ -67,7 +83,8 @@ class PiperTts:
         if not text.strip():
             return
         produced = False
-        pieces = iter(self._voice.synthesize(text, syn_config=self._syn))
+        pieces = iter(self._voice.synthesize(text, syn_config=self._syn,
+                                             include_alignments=self.has_alignments))
         while True:
             try:
                 chunk = next(pieces, None)
@@ -78,7 +95,7 @@ class PiperTts:
             pcm = chunk.audio_int16_array
             if pcm.size:
                 produced = True
-                yield SynthChunk(pcm=pcm, sample_rate=chunk.sample_rate)
+                yield SynthChunk(pcm=pcm, sample_rate=chunk.sample_rate, phonemes=_timings(chunk, pcm.size))
         if not produced:  # e.g. text of punctuation only: keep "at least one chunk"
             silence = np.zeros(self.sample_rate * _EMPTY_SENTENCE_MS // 1000, dtype=np.int16)
             yield SynthChunk(pcm=silence, sample_rate=self.sample_rate)

@@ -25,7 +25,7 @@ from gateway.errors import GatewayError
 from gateway.voice.brain import Brain, BrainContext
 from gateway.voice.endpointing import Endpointer, Event
 from gateway.voice.listener import Listener
-from gateway.voice.speaker import Playback, Speaker
+from gateway.voice.speaker import Playback, SentenceHook, Speaker
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,7 @@ class Conversation:
         audio_in: AudioFormat,
         audio_out: AudioFormat,
         on_metrics: Callable[[TurnMetrics], None] | None = None,
+        on_sentence: SentenceHook | None = None,
     ) -> None:
         self.device_id = device_id
         self._peer = peer
@@ -85,7 +86,8 @@ class Conversation:
             audio_in.sample_rate,
             v.preroll_ms,
         )
-        self._speaker = Speaker(runner, send, audio_out, cfg.audio.chunk_ms, cfg.audio.prebuffer_ms)
+        self._speaker = Speaker(runner, send, audio_out, cfg.audio.chunk_ms, cfg.audio.prebuffer_ms,
+                                on_sentence=on_sentence)
         self._spec: _Decode | None = None
         self._turn: asyncio.Task[None] | None = None
         self._play: Playback | None = None

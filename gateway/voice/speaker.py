@@ -17,9 +17,14 @@ from dataclasses import dataclass, field
 from firmware_protocol import AudioChunk, AudioFormat, AudioStart, AudioStop, Message, ReplyText, StopReason
 from gateway.audio.pacing import Pacer
 from gateway.audio.pcm import chunk_bytes, float_to_s16le, int16_to_float, resample, split_bytes
+from gateway.engines.base import SynthChunk
 from gateway.engines.runner import EngineRunner
 
 Send = Callable[[Message], Awaitable[None]]
+SentenceHook = Callable[[str, list[SynthChunk], int], list[Message]]
+"""(sentence text, its synthesized chunks, its stream id) -> extra messages for the device, sent
+after the sentence's ReplyText and before its AudioStart (expression packets: visemes, action...).
+Called while synthesizing, ahead of playback."""
 
 
 @dataclass
@@ -42,6 +47,7 @@ class Speaker:
         chunk_ms: int,
         prebuffer_ms: int,
         clock: Callable[[], float] = time.monotonic,
+        on_sentence: SentenceHook | None = None,
     ) -> None:
         self._runner = runner
         self._send = send
@@ -50,6 +56,7 @@ class Speaker:
         self._prebuffer_ms = prebuffer_ms
         self._clock = clock
         self._next_stream = 1
+        self._on_sentence = on_sentence
 
     def _stream_id(self) -> int:
         sid = self._next_stream
@@ -69,23 +76,26 @@ class Speaker:
                     float_to_s16le(resample(int16_to_float(c.pcm), c.sample_rate, self._fmt.sample_rate))
                     for c in chunks
                 )
-                await out.put((sentence, pcm))
+                sid = self._stream_id()
+                extra = self._on_sentence(sentence, chunks, sid) if self._on_sentence else []
+                await out.put((sentence, pcm, sid, extra))
         finally:
             await out.put(None)
 
     async def speak(self, sentences: AsyncIterator[str], play: Playback) -> None:
         """Synthesize and send every sentence. Cancel the calling task to stop."""
-        queue: asyncio.Queue[tuple[str, bytes] | None] = asyncio.Queue(maxsize=8)
+        queue: asyncio.Queue[tuple[str, bytes, int, list[Message]] | None] = asyncio.Queue(maxsize=8)
         producer = asyncio.create_task(self._synthesize(sentences, queue, play))
         pacer = Pacer(self._prebuffer_ms)
         size = chunk_bytes(self._fmt.sample_rate, self._chunk_ms)
         bytes_per_ms = self._fmt.sample_rate * 2 / 1000
         try:
             while (item := await queue.get()) is not None:
-                sentence, pcm = item
-                sid = self._stream_id()
+                sentence, pcm, sid, extra = item
                 play.sentences_started.append(sentence)
                 await self._send(ReplyText(text=sentence, stream_id=sid, final=False))
+                for message in extra:
+                    await self._send(message)
                 await self._send(AudioStart(stream_id=sid, format=self._fmt))
                 play.open_stream = sid
                 for seq, piece in enumerate(split_bytes(pcm, size)):

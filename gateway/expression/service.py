@@ -1,0 +1,63 @@
+"""The expression service: builds each device session's sentence hook (see `Speaker`).
+
+Every analysed sentence is also published on the event bus as a `SentenceExpressed` event, for
+LAN screens and tools, whatever the device itself asked for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from firmware_protocol import Capability
+from gateway.bus import EventBus
+from gateway.config import GatewayConfig
+from gateway.expression.device import DeviceExpression
+from gateway.expression.sentence import Expression, SentenceExpression
+from gateway.expression.servo import ServoMapFile, ServoPlayer
+from gateway.voice.speaker import SentenceHook
+
+
+@dataclass(frozen=True)
+class SentenceExpressed:
+    """Bus event: device `device_id` is about to speak a sentence (audio stream `stream_id`)."""
+
+    device_id: str
+    stream_id: int
+    expression: SentenceExpression
+
+
+class ExpressionService:
+    def __init__(self, expression: Expression, servo_map: ServoMapFile | None = None,
+                 bus: EventBus | None = None) -> None:
+        self.expression = expression
+        self.servo_map = servo_map
+        self.bus = bus
+
+    @classmethod
+    def from_paths(cls, rules: Path, sentiment: Path, servo_map: Path | None, frame_ms: int,
+                   bus: EventBus | None = None) -> ExpressionService:
+        return cls(Expression.from_paths(rules, sentiment, frame_ms),
+                   ServoMapFile(servo_map) if servo_map is not None else None, bus)
+
+    @classmethod
+    def from_config(cls, cfg: GatewayConfig, bus: EventBus | None = None) -> ExpressionService:
+        e = cfg.expression
+        return cls.from_paths(cfg.path(e.action_rules), cfg.path(e.sentiment), cfg.path(e.servo_map),
+                              e.mouth_frame_ms, bus)
+
+    def hook_for(self, device_id: str, capabilities: int) -> SentenceHook | None:
+        """The sentence hook for one device session, or None when nobody needs the analysis."""
+        observers = ()
+        if self.bus is not None:
+            bus = self.bus
+
+            def publish(expr: SentenceExpression, stream_id: int) -> None:
+                bus.publish(SentenceExpressed(device_id, stream_id, expr))
+
+            observers = (publish,)
+        servo = None
+        if capabilities & Capability.SERVO and self.servo_map is not None:
+            servo = ServoPlayer(self.servo_map.get)
+        hook = DeviceExpression(self.expression, capabilities, servo, observers)
+        return hook if hook.wants_anything else None

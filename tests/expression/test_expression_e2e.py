@@ -1,0 +1,77 @@
+"""End to end with the real models: a spoken "thank you, goodbye" yields audio plus Action,
+Sentiment and a viseme track per sentence, sent before the sentence's first audio chunk."""
+
+from __future__ import annotations
+
+import pytest
+
+from firmware_protocol import Action, Capability, Mouth, Sentiment, ServoKeyframes, Visemes
+from gateway.simulate import simulate
+from tests.conftest import words
+
+pytestmark = [pytest.mark.models, pytest.mark.asyncio(loop_scope="session")]
+
+ALL = (Capability.AUDIO_IN | Capability.AUDIO_OUT | Capability.VISEMES | Capability.MOUTH
+       | Capability.ACTION | Capability.SERVO)
+
+
+async def test_thank_you_goodbye_yields_thanks_and_farewell_actions_and_visemes_matching_the_audio(
+        ws_gateway, speak) -> None:
+    audio, rate = speak("Thank you, goodbye.")
+    events: list[dict] = []
+    result = await simulate(ws_gateway, audio, rate, device_id="box-expr", out_rate=16000, speed=2.0,
+                            timeout=30, emit=events.append, capabilities=ALL)
+
+    assert words(result.transcript) == ["thank", "you", "goodbye"]
+    assert result.audio_seconds > 0.8
+    codes = [m.code for m in result.expression if isinstance(m, Action)]
+    assert codes == ["social.thanks", "farewell.goodbye"]
+    assert all(isinstance(m, Sentiment) and -20 <= m.tenths <= 20
+               for m in result.expression if isinstance(m, Sentiment))
+    streams = [sid for name, sid in result.stream_log if name == "audio_start"]
+    assert len(streams) == 2
+    for sid in streams:
+        track = [v for m in result.expression if isinstance(m, Visemes) and m.stream_id == sid for v in m.visemes]
+        total_ms = sum(duration for _, _, duration, _ in track)
+        audio_ms = result.stream_bytes[sid] / 2 / result.out_rate * 1000
+        assert abs(total_ms - audio_ms) <= 50, (sid, total_ms, audio_ms)
+        assert track[0][1] == 0 and all(a[1] + a[2] == b[1] for a, b in zip(track, track[1:]))
+        assert len({v for v, *_ in track}) >= 3  # a real lip-sync track, not one long run
+    # Every expression packet of a sentence leaves before that sentence's first audio chunk.
+    for name, sid in result.stream_log:
+        if name in ("visemes", "mouth", "action", "sentiment", "servo_keyframes"):
+            assert result.stream_log.index((name, sid)) < result.stream_log.index(("audio_chunk", sid))
+    # --json events name the sentence they belong to.
+    actions = [e for e in events if e["event"] == "action"]
+    assert [(e["code"], e["sentence"]) for e in actions] == [
+        ("social.thanks", "You are welcome."), ("farewell.goodbye", "Goodbye!")]
+    assert {e["event"] for e in events} >= {"action", "sentiment", "visemes", "mouth", "servo"}
+
+
+async def test_a_device_that_announces_no_expression_gets_no_expression_packets(ws_gateway, speak) -> None:
+    audio, rate = speak("Thank you.")
+    result = await simulate(ws_gateway, audio, rate, device_id="box-plain", speed=2.0, timeout=30,
+                            capabilities=Capability.AUDIO_IN | Capability.AUDIO_OUT)
+    assert result.reply_text == "You are welcome."
+    assert result.expression == []
+
+
+async def test_a_mouth_only_device_gets_a_few_bytes_per_sentence(ws_gateway, speak) -> None:
+    audio, rate = speak("Thank you.")
+    result = await simulate(ws_gateway, audio, rate, device_id="box-mouth", speed=2.0, timeout=30,
+                            capabilities=Capability.AUDIO_IN | Capability.AUDIO_OUT | Capability.MOUTH)
+    assert [type(m) for m in result.expression] == [Mouth]
+    mouth = result.expression[0]
+    assert isinstance(mouth, Mouth) and mouth.frame_ms == 40
+    audio_ms = result.audio_seconds * 1000
+    assert abs(len(mouth.values) * 40 - audio_ms) <= 40
+    assert max(mouth.values) > 150 and min(mouth.values) == 0
+
+
+async def test_a_servo_board_gets_keyframes_within_its_channel_limits(ws_gateway, speak) -> None:
+    audio, rate = speak("Thank you.")
+    result = await simulate(ws_gateway, audio, rate, device_id="box-servo", speed=2.0, timeout=30,
+                            capabilities=Capability.AUDIO_IN | Capability.AUDIO_OUT | Capability.SERVO)
+    (frames,) = [m for m in result.expression if isinstance(m, ServoKeyframes)]
+    assert frames.face == "smile" and frames.led_rgb == 0xFF7F50  # affect warm
+    assert all(0 <= angle <= 180 for _, angle, _ in frames.keyframes)
