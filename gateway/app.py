@@ -16,13 +16,16 @@ from gateway.bus import EventBus
 from gateway.config import GatewayConfig
 from gateway.devices.auth import Authenticator
 from gateway.devices.database import Database
-from gateway.devices.readings import ReadingService
+from gateway.devices.readings import ReadingService, ReadingStored
 from gateway.devices.registry import SessionRegistry
 from gateway.devices.session import SessionServices, serve_device
 from gateway.engines.factory import load_engines
 from gateway.engines.runner import EngineRunner
 from gateway.expression.service import ExpressionService
 from gateway.links.base import DeviceConnection, DeviceLink
+from gateway.memory.readings import consume_readings
+from gateway.memory.recall import MemoryBrain
+from gateway.memory.service import MemoryService
 from gateway.links.serial_link import SerialLink, SerialPort
 from gateway.links.websocket import WebSocketLink
 from gateway.modelstore import ModelStore
@@ -53,8 +56,11 @@ class Gateway:
     on_metrics: Callable[[TurnMetrics], None] | None = None
     registry: SessionRegistry = field(default_factory=SessionRegistry)
     bus: EventBus = field(default_factory=EventBus)
+    memory: MemoryService | None = None  # started and closed by serve()
 
     def __post_init__(self) -> None:
+        brain = LocalBrain.from_config(self.cfg)
+        self.brain = MemoryBrain(brain, self.memory) if self.memory is not None else brain
         self.db = Database(self.cfg.path(self.cfg.devices.database))
         if self.cfg.devices.open_enrolment:
             log.warning("devices.open_enrolment is on: unregistered devices may connect (fine on a trusted LAN)")
@@ -62,7 +68,7 @@ class Gateway:
         self.services = SessionServices(
             cfg=self.cfg,
             runner=self.runner,
-            brain=LocalBrain.from_config(self.cfg),
+            brain=self.brain,
             registry=self.registry,
             on_metrics=self.on_metrics,
             auth=Authenticator(self.db, self.cfg.devices.open_enrolment),
@@ -76,12 +82,35 @@ class Gateway:
     async def serve(self, ready: asyncio.Event | None = None) -> None:
         """Run every link until cancelled; `ready` is set once all of them listen."""
         events = [asyncio.Event() for _ in self.links]
+        if self.memory is not None:
+            await self.memory.start()
         async with asyncio.TaskGroup() as tg:
+            if self.memory is not None:
+                tg.create_task(self._serve_memory(self.memory), name="memory")
             for link, event in zip(self.links, events):
                 tg.create_task(link.serve(self._handle, event), name=f"link-{link.name}")
             await asyncio.gather(*(e.wait() for e in events))
             if ready is not None:
                 ready.set()
+
+
+    async def _serve_memory(self, memory: MemoryService) -> None:
+        """Readings -> memories, and (mcp.http) the MCP endpoint; closes the memory at the end."""
+        sub = self.bus.subscribe(ReadingStored, name="memory")
+        try:
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(consume_readings(memory, sub, on_remembered=self.bus.publish))
+                if self.cfg.mcp.http:
+                    from gateway.mcp_server.http import serve_http
+                    from gateway.mcp_server.tools import McpDeps, build_server
+
+                    server = build_server(McpDeps(memory, self.registry))
+                    tg.create_task(serve_http(server, self.cfg.mcp.host, self.cfg.mcp.port, self.cfg.mcp.token))
+        finally:
+            sub.close()
+            if isinstance(self.brain, MemoryBrain):
+                await self.brain.drain()
+            await memory.close()
 
 
 def default_links(cfg: GatewayConfig) -> list[DeviceLink]:

@@ -42,7 +42,12 @@ def _cmd_run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
     print(f"edge-voice-gateway {__version__}: loading models (first start prepares them)...", file=sys.stderr)
     runner = load_runner(cfg, _progress)
     links = default_links(cfg)
-    gateway = Gateway(cfg, runner, links)
+    memory = None
+    if cfg.memory.enabled:
+        from gateway.memory.service import MemoryService
+
+        memory = MemoryService.from_config(cfg, progress=_progress)
+    gateway = Gateway(cfg, runner, links, memory=memory)
 
     async def main() -> None:
         ready = asyncio.Event()

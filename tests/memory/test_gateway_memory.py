@@ -1,0 +1,73 @@
+"""End to end in one gateway: a device's blood-pressure reading becomes a memory that the voice
+box of the same user talks about, offline; every turn is remembered."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from firmware_protocol import Hello, ReadingAck, ReplyText, SensorReading, TextInput, Welcome
+from gateway.app import Gateway
+from gateway.config import parse_config
+from gateway.links.memory import MemoryLink
+from gateway.memory.service import MemoryService
+from gateway.memory.store import Node
+from tests.conftest import ROOT
+
+
+async def _until(dev, kind, timeout: float = 20):
+    async with asyncio.timeout(timeout):
+        while True:
+            msg = await dev.receive()
+            if isinstance(msg, kind) and getattr(msg, "final", True):
+                return msg
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def gateway_with_memory(tmp_path: Path, runner, embedder) -> AsyncIterator[tuple[Gateway, MemoryLink]]:
+    cfg = parse_config({"server": {"hello_timeout_s": 2}, "devices": {"database": str(tmp_path / "gw.db")},
+                        "memory": {"path": str(tmp_path / "memory.db"),
+                                   "users": {"bp-anna": "anna", "box-anna": "anna"}}}, ROOT)
+    m = cfg.memory
+    memory = MemoryService(cfg.path(m.path), lambda: embedder, users=m.users, default_user=m.default_user)
+    link = MemoryLink()
+    gateway = Gateway(cfg, runner, [link], memory=memory)
+    ready = asyncio.Event()
+    task = asyncio.create_task(gateway.serve(ready))
+    await asyncio.wait_for(ready.wait(), 10)
+    yield gateway, link
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+@pytest.mark.models
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_devices_blood_pressure_reading_is_what_the_voice_box_answers_with(gateway_with_memory) -> None:
+    gateway, link = gateway_with_memory
+    remembered = gateway.bus.subscribe(Node, name="test")  # the memory publishes each reading it remembers
+    bp = link.connect()
+    await bp.send(Hello(device_id="bp-anna"))
+    assert isinstance(await _until(bp, Welcome), Welcome)
+    values = (("systolic", "mmHg", 152.0), ("diastolic", "mmHg", 93.0))
+    await bp.send(SensorReading(1, "blood_pressure", int(time.time()) - 60, values))
+    assert isinstance(await _until(bp, ReadingAck), ReadingAck)
+    node = await asyncio.wait_for(remembered.get(), 10)
+    assert node.user_id == "anna" and "reading:blood_pressure" in node.tags
+    box = link.connect()
+    await box.send(Hello(device_id="box-anna"))
+    await _until(box, Welcome)
+    await box.send(TextInput(text="My name is Anna"))
+    assert "Anna" in (await _until(box, ReplyText)).text
+    await box.send(TextInput(text="What is my name?"))
+    assert (await _until(box, ReplyText)).text == "Your name is Anna."
+    await box.send(TextInput(text="What was my last blood pressure reading?"))
+    reply = (await _until(box, ReplyText)).text
+    assert "blood pressure 152 over 93 mmHg" in reply, reply
+    await gateway.brain.drain()
+    turns = await gateway.memory.recent("anna", 10, types=["conversation"])
+    assert len(turns) == 3 and turns[0].content.startswith("User: What was my last blood pressure")
