@@ -11,9 +11,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hal_host.h"
 #include "hal_link.h"
 
 static int sock = -1;
+static uint8_t drop_type;
+static unsigned drop_count;
+
+void host_link_drop_incoming(uint8_t type, unsigned count)
+{
+    drop_type = type;
+    drop_count = count;
+}
 
 uint32_t hal_millis(void)
 {
@@ -154,8 +163,14 @@ int hal_link_recv(uint8_t *buf, size_t cap, size_t *len, uint32_t timeout_ms)
         switch (head[0] & 0x0Fu) {
         case 0x0: case 0x2: /* continuation, binary */
             *len += (size_t)n;
-            if (head[0] & 0x80u) { return 1; }
-            break;
+            if (!(head[0] & 0x80u)) { break; }
+            if (drop_count > 0 && *len > 0 && buf[0] == drop_type) {
+                drop_count--;
+                hal_log("host link: dropped an incoming message 0x%02x (fault injection)", drop_type);
+                *len = 0;
+                break;
+            }
+            return 1;
         case 0x9: send_frame(0xA, buf + *len, (size_t)n); break; /* ping -> pong */
         case 0xA: break;
         case 0x8: send_frame(0x8, NULL, 0); return -1; /* close */

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
+import uuid
 import wave
 from pathlib import Path
 
@@ -74,3 +76,35 @@ async def test_host_voice_box_streams_a_wav_and_writes_the_spoken_reply(
     heard = set(words(transcribe(reply, reply_rate)))
     expected = set(words(reply_line.removeprefix("reply: ")))
     assert len(heard & expected) / len(expected) >= 0.8, (heard, expected)
+
+
+def test_bp_outbox_retries_until_acknowledged_in_host_unit_tests(host_bin):
+    done = subprocess.run([host_bin / "test_bp_outbox"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout
+    assert re.search(r"bp outbox: \d+ checks, 0 failures", done.stdout), done.stdout
+
+
+@pytest.mark.models
+@pytest.mark.asyncio(loop_scope="session")
+async def test_host_bp_sensor_resends_a_reading_whose_ack_was_lost_until_the_gateway_acknowledges_it(
+    ws_gateway, host_bin, tmp_path
+):
+    device = f"bp-host-{uuid.uuid4().hex[:8]}"
+    seq_file = tmp_path / "seq"
+    code, log = await run_host(host_bin / "bp_sensor_host", ws_gateway, device, seq_file,
+                               "--lose-acks", "1", "128/82/71", "118/76", "30/20/70")  # fmt: skip
+
+    assert code == 0, log
+    # seq 1: stored, but its ack was lost on the way; the resend is acknowledged as a duplicate
+    assert "send seq 1 (attempt 1)" in log and "dropped an incoming message 0x41" in log, log
+    assert "resend seq 1 (attempt 2)" in log and "ack seq 1 duplicate" in log, log
+    assert "ack seq 2 stored" in log, log
+    # an implausible reading is rejected with the reason and not retried
+    assert re.search(r"ack seq 3 rejected: systolic 30 mmHg is outside", log), log
+    assert "resend seq 3" not in log
+    assert "1 stored, 1 duplicate, 1 rejected, 1 resent, next seq 4" in log, log
+    assert seq_file.read_text().strip() == "4"
+
+    # the seq survives a "reboot": the next run continues at 4
+    code, log = await run_host(host_bin / "bp_sensor_host", ws_gateway, device, seq_file, "121/79/64")
+    assert code == 0 and "ack seq 4 stored" in log, log
