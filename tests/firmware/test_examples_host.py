@@ -108,3 +108,27 @@ async def test_host_bp_sensor_resends_a_reading_whose_ack_was_lost_until_the_gat
     # the seq survives a "reboot": the next run continues at 4
     code, log = await run_host(host_bin / "bp_sensor_host", ws_gateway, device, seq_file, "121/79/64")
     assert code == 0 and "ack seq 4 stored" in log, log
+
+
+def test_servo_motion_player_follows_the_keyframe_vector_within_limits_in_host_unit_tests(host_bin):
+    done = subprocess.run([host_bin / "test_servo_motion"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout
+    assert re.search(r"servo motion: \d+ checks, 0 failures", done.stdout), done.stdout
+
+
+@pytest.mark.models
+@pytest.mark.asyncio(loop_scope="session")
+async def test_host_servo_robot_moves_its_servos_within_limits_as_the_gateway_says_goodbye(
+    ws_gateway, host_bin
+):
+    code, log = await run_host(host_bin / "servo_robot_host", ws_gateway, "robot-c-host", "Goodbye!")
+
+    assert code == 0, log
+    assert re.search(r"keyframes for stream \d+: \d+ keyframes, led #[0-9a-f]{6}", log), log
+    limits = {0: (30, 150), 1: (60, 120), 2: (0, 180), 3: (0, 180)}
+    moves = [(int(c), int(a)) for c, a in re.findall(r"servo (\d+) -> (\d+) deg", log)]
+    arm = [angle for channel, angle in moves if channel == 2]
+    assert max(arm) >= 100, log  # the wave lifts the right arm well above its neutral 20
+    assert all(limits[c][0] <= a <= limits[c][1] for c, a in moves), moves
+    assert moves[-1] == (2, 20) or arm[-1] == 20, log  # and the motion ends at neutral
+    assert re.search(r"result: done, [1-9]\d* keyframe messages", log), log
