@@ -24,7 +24,7 @@ int main(int argc, char **argv)
     cfg.device_id = argv[2];
     sr_init(&motion, sr_robot_limits, SR_ROBOT_CHANNELS);
     if (!hal_link_open(argv[1])) { return 1; }
-    ok = sr_say(&cfg, argv[3], &motion, &result);
+    ok = sr_connect(&cfg) && sr_say(&cfg, argv[3], &motion, &result);
     hal_link_close();
     hal_log("result: %s, %u keyframe messages, %u servo writes, %u clamped, %u ignored",
             ok ? "done" : "failed", (unsigned)result.keyframe_messages, (unsigned)motion.writes,

@@ -37,15 +37,20 @@ static void on_message(const fp_msg_t *m, sr_motion_t *motion, sr_result_t *out)
     }
 }
 
-bool sr_say(const sr_config_t *cfg, const char *text, sr_motion_t *motion, sr_result_t *out)
+bool sr_connect(const sr_config_t *cfg)
 {
     fp_welcome_t welcome;
-    fp_msg_t m;
-    uint32_t errors = 0, start = hal_millis();
+    uint32_t errors = 0;
     dev_hello_t hello = {cfg->device_id, cfg->token, "servo_robot example 0.1",
                          FP_CAP_AUDIO_OUT | FP_CAP_TEXT | FP_CAP_SERVO, 16000u, 16000u};
+    return dev_handshake(&hello, &welcome, &errors);
+}
+
+bool sr_say(const sr_config_t *cfg, const char *text, sr_motion_t *motion, sr_result_t *out)
+{
+    fp_msg_t m;
+    uint32_t errors = 0, start = hal_millis();
     *out = (sr_result_t){0, {0}, false};
-    if (!dev_handshake(&hello, &welcome, &errors)) { return false; }
     m = dev_msg(FP_MSG_TEXT_INPUT);
     m.u.text_input.text = dev_str(text);
     if (!dev_send(&m)) { return false; }

@@ -22,6 +22,9 @@ typedef struct {
     bool done;
 } sr_result_t;
 
+/* Hello/Welcome on an open link, announcing AUDIO_OUT, TEXT and SERVO. */
+bool sr_connect(const sr_config_t *cfg);
+
 /* Say `text` (TextInput) and follow the reply's motion until it and the reply have ended. */
 bool sr_say(const sr_config_t *cfg, const char *text, sr_motion_t *motion, sr_result_t *out);
 

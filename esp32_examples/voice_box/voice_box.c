@@ -56,27 +56,35 @@ static bool stream_mic(void)
 
 static void play_chunk(const fp_bytes_t *data, vb_result_t *out)
 {
-    static int16_t pcm[DEV_RX_BYTES / 2];
+    int16_t pcm[256]; /* converted in pieces: s16le bytes to native samples */
     size_t n = data->len / 2;
-    for (size_t i = 0; i < n; i++) {
-        pcm[i] = (int16_t)(uint16_t)(data->ptr[2 * i] | (data->ptr[2 * i + 1] << 8));
+    for (size_t done = 0; done < n;) {
+        size_t k = n - done < 256u ? n - done : 256u;
+        const uint8_t *p = data->ptr + 2 * done;
+        for (size_t i = 0; i < k; i++) { pcm[i] = (int16_t)(uint16_t)(p[2 * i] | (p[2 * i + 1] << 8)); }
+        hal_speaker_write(pcm, k);
+        done += k;
     }
-    hal_speaker_write(pcm, n);
     hal_mouth(vb_mouth_level(data->ptr, data->len));
     out->reply_samples += (uint32_t)n;
 }
 
-bool vb_talk_once(const vb_config_t *cfg, vb_result_t *out)
+bool vb_connect(const vb_config_t *cfg, uint32_t *reply_rate)
 {
-    fp_msg_t m;
     fp_welcome_t welcome;
+    uint32_t errors = 0;
     dev_hello_t hello = {cfg->device_id, cfg->token, cfg->firmware,
                          FP_CAP_AUDIO_IN | FP_CAP_AUDIO_OUT, hal_mic_rate(), cfg->reply_rate};
+    if (!dev_handshake(&hello, &welcome, &errors)) { return false; }
+    *reply_rate = welcome.audio_out.sample_rate;
+    return true;
+}
+
+bool vb_talk(const vb_config_t *cfg, uint32_t reply_rate, vb_result_t *out)
+{
+    fp_msg_t m;
     *out = (vb_result_t){{0}, {0}, 0, 0, false};
-    if (!dev_handshake(&hello, &welcome, &out->errors) ||
-        !hal_speaker_start(welcome.audio_out.sample_rate) || !stream_mic()) {
-        return false;
-    }
+    if (!hal_speaker_start(reply_rate) || !stream_mic()) { return false; }
     while (!out->done && dev_next(&m, cfg->reply_timeout_ms, &out->errors) == 1) {
         switch (m.type) {
         case FP_MSG_TRANSCRIPT:
@@ -105,4 +113,11 @@ bool vb_talk_once(const vb_config_t *cfg, vb_result_t *out)
     }
     hal_speaker_stop(false);
     return out->done;
+}
+
+bool vb_talk_once(const vb_config_t *cfg, vb_result_t *out)
+{
+    uint32_t rate;
+    *out = (vb_result_t){{0}, {0}, 0, 0, false};
+    return vb_connect(cfg, &rate) && vb_talk(cfg, rate, out);
 }

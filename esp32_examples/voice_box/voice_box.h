@@ -33,8 +33,14 @@ typedef struct {
 /* Mouth level 0..255 of s16le PCM bytes (RMS, clipped). */
 uint8_t vb_mouth_level(const uint8_t *pcm, size_t len);
 
-/* Hello/Welcome, one utterance from the microphone, then the whole reply.
- * The link must be open. Returns true when the closing ReplyText arrived. */
+/* Hello/Welcome on an open link; *reply_rate gets the sample rate the gateway will send. */
+bool vb_connect(const vb_config_t *cfg, uint32_t *reply_rate);
+
+/* One utterance from the microphone (until hal_mic_read returns 0), then the whole reply.
+ * Returns true when the closing ReplyText arrived. */
+bool vb_talk(const vb_config_t *cfg, uint32_t reply_rate, vb_result_t *out);
+
+/* vb_connect, then vb_talk. */
 bool vb_talk_once(const vb_config_t *cfg, vb_result_t *out);
 
 #endif

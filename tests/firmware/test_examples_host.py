@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import shutil
 import subprocess
 import uuid
 import wave
@@ -132,3 +133,14 @@ async def test_host_servo_robot_moves_its_servos_within_limits_as_the_gateway_sa
     assert all(limits[c][0] <= a <= limits[c][1] for c, a in moves), moves
     assert moves[-1] == (2, 20) or arm[-1] == 20, log  # and the motion ends at neutral
     assert re.search(r"result: done, [1-9]\d* keyframe messages", log), log
+
+
+def test_examples_portable_logic_cross_compiles_warning_free_for_rv32imc(tmp_path):
+    if shutil.which("riscv64-unknown-elf-gcc") is None:
+        pytest.skip("riscv64-unknown-elf-gcc is not installed (Debian gcc-riscv64-unknown-elf)")
+    done = subprocess.run(["make", "--no-print-directory", "-C", str(EXAMPLES), "riscv", f"BUILD={tmp_path}"],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    out = done.stdout + done.stderr
+    assert done.returncode == 0 and "warning" not in out.lower(), out
+    for unit in ("device", "voice_box", "servo_motion", "servo_robot", "bp_outbox", "bp_sensor"):
+        assert re.search(rf"^\s*\d+\s+\d+\s+\d+\s+\d+\s+\w+\s+\S*/{unit}\.o$", out, re.M), out
