@@ -25,7 +25,10 @@ from gateway.expression.service import ExpressionService
 from gateway.links.base import DeviceConnection, DeviceLink
 from gateway.memory.readings import consume_readings
 from gateway.memory.recall import MemoryBrain
+from gateway.memory.rules import RuleEngine
+from gateway.memory.scheduler import MemoryScheduler
 from gateway.memory.service import MemoryService
+from gateway.memory.store import Node
 from gateway.links.serial_link import SerialLink, SerialPort
 from gateway.links.websocket import WebSocketLink
 from gateway.modelstore import ModelStore
@@ -97,9 +100,18 @@ class Gateway:
     async def _serve_memory(self, memory: MemoryService) -> None:
         """Readings -> memories, and (mcp.http) the MCP endpoint; closes the memory at the end."""
         sub = self.bus.subscribe(ReadingStored, name="memory")
+        m = self.cfg.memory
+        rules = RuleEngine(memory, self.bus.publish, lambda user: tuple(d for d, u in m.users.items() if u == user))
+        scheduler = MemoryScheduler(memory, rules, reflection_time=m.reflection_time, portrait_time=m.portrait_time)
+
+        async def remembered(node: Node) -> None:
+            self.bus.publish(node)
+            await rules.on_reading(node)
+
         try:
             async with asyncio.TaskGroup() as tg:
-                tg.create_task(consume_readings(memory, sub, on_remembered=self.bus.publish))
+                tg.create_task(consume_readings(memory, sub, on_remembered=remembered))
+                tg.create_task(scheduler.run(), name="memory-scheduler")
                 if self.cfg.mcp.http:
                     from gateway.mcp_server.http import serve_http
                     from gateway.mcp_server.tools import McpDeps, build_server

@@ -74,6 +74,12 @@ def _cmd_mcp(args: argparse.Namespace, cfg: GatewayConfig) -> int:
     return 0
 
 
+def _cmd_bench_memory(args: argparse.Namespace, cfg: GatewayConfig) -> int:
+    from gateway.memory.bench import run_bench_memory
+
+    return run_bench_memory(tuple(args.sizes), args.writes, args.json)
+
+
 def add_memory_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     mem = sub.add_parser("memory", parents=[common], help="search, add, list, export or import memories")
     mem.add_argument("action", choices=["search", "add", "recent", "export", "import"],
@@ -91,3 +97,9 @@ def add_memory_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                          description="Speaks MCP on stdin/stdout; logs go to stderr. Device tools need the "
                          "running gateway's HTTP endpoint (mcp.http).")
     mcp.set_defaults(func=_cmd_mcp)
+    bench = sub.add_parser("bench-memory", parents=[common], help="memory search latency (p50/p95), recall@10, write rate",
+                           description="Fills a temporary database; see gateway/memory/bench.py for the method.")
+    bench.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000], help="stream sizes to measure")
+    bench.add_argument("--writes", type=int, default=300, help="real writes for the throughput figure")
+    bench.add_argument("--json", action="store_true", help="print the figures as JSON")
+    bench.set_defaults(func=_cmd_bench_memory)

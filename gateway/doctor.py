@@ -144,13 +144,27 @@ def _port(cfg: GatewayConfig) -> Iterator[Check]:
 
 
 def _sqlite() -> Iterator[Check]:
-    text = f"SQLite {sqlite3.sqlite_version} (stdlib sqlite3)"
-    if hasattr(sqlite3.Connection, "enable_load_extension"):
-        yield Check(OK, f"{text} can load extensions (sqlite-vec)")
-    else:
-        yield Check(WARN, f"{text} was built without enable_load_extension",
-                    "nothing to do now: the memory feature (later) will use apsw or pysqlite3 "
-                    "to load sqlite-vec instead")
+    """The memory's real path: apsw opens SQLite and loads sqlite-vec (the stdlib module can't here)."""
+    stdlib = f"stdlib sqlite3 {sqlite3.sqlite_version}: " + (
+        "can load extensions" if hasattr(sqlite3.Connection, "enable_load_extension")
+        else "built without enable_load_extension, so the memory uses apsw")
+    try:
+        import apsw
+
+        from gateway.memory.schema import load_vec
+
+        conn = apsw.Connection(":memory:")
+        version = load_vec(conn)
+        conn.execute("CREATE VIRTUAL TABLE t USING vec0(embedding BIT[384])")
+        conn.close()
+    except ImportError as exc:
+        yield Check(FAIL, f"memory: {exc.name} is not installed ({stdlib})",
+                    "pip install 'apsw>=3.45' 'sqlite-vec==0.1.*' (or `pip install -e .`)")
+        return
+    except GatewayError as exc:
+        yield Check(FAIL, f"memory: {exc.text} ({stdlib})", "or set memory.enabled: false in gateway.yaml")
+        return
+    yield Check(OK, f"memory: SQLite {apsw.sqlite_lib_version()} (apsw) loads sqlite-vec {version}; {stdlib}")
 
 
 def _libraries() -> Iterator[Check]:

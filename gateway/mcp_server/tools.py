@@ -133,7 +133,8 @@ def build_server(deps: McpDeps, **settings: Any) -> FastMCP:
         """The newest sensor readings remembered for a user, newest first."""
         d = _deps(ctx)
         tags = [f"reading:{kind}"] if kind else ["reading:*"]
-        return [node.as_dict() for node in await d.memory.recent(_user(d, username), n, any_of=tags)]
+        nodes = await d.memory.recent(_user(d, username), n, all_of=["kind:event"], any_of=tags, types=["observation"])
+        return [node.as_dict() for node in nodes]
 
     return mcp
 

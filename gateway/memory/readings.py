@@ -9,6 +9,7 @@ that reads well when spoken ("blood pressure 158 over 95 mmHg, pulse 72 bpm").
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable
 from datetime import datetime
@@ -61,15 +62,16 @@ async def remember_reading(memory: MemoryService, event: ReadingEvent) -> Node:
 
 
 async def consume_readings(memory: MemoryService, subscription: Any,
-                           on_remembered: Callable[[Node], None] | None = None) -> None:
-    """Forever: each reading event on the bus -> one observation. A bad event is logged and
-    skipped; the next ones are still remembered."""
+                           on_remembered: Callable[[Node], Any] | None = None) -> None:
+    """Forever: each reading event on the bus -> one observation, then `on_remembered(node)`
+    (may be async: the gateway publishes the node and evaluates the rules). A bad event is
+    logged and skipped; the next ones are still remembered."""
     async for event in subscription:
         try:
             node = await remember_reading(memory, event)
             log.info("memory: reading %s from %s remembered as node %d", event.kind, event.device_id, node.id)
-            if on_remembered is not None:
-                on_remembered(node)
+            if on_remembered is not None and inspect.isawaitable(result := on_remembered(node)):
+                await result
         except MemoryError_ as exc:
             log.warning("memory: reading %r from %s not remembered: %s: %s",
                         getattr(event, "kind", "?"), getattr(event, "device_id", "?"), exc.code, exc.text)

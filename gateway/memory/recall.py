@@ -104,7 +104,8 @@ class MemoryBrain:
     async def _reading_answer(self, user: str, utterance: str, now: datetime) -> str:
         window = _window(utterance, now)
         since, until = (window[1], window[2]) if window else (None, None)
-        candidates = await self.memory.recent(user, 200, any_of=["reading:*"], since=since, until=until)
+        candidates = await self.memory.recent(user, 200, all_of=["kind:event"], any_of=["reading:*"],
+                                              types=["observation"], since=since, until=until)
         if not candidates:
             when = f" {window[0]}" if window else ""
             return f"I have no readings for you{when}."

@@ -25,10 +25,12 @@ from gateway.memory.importance import heuristic_importance
 from gateway.memory.retrieval import Scored, Weights, score_nodes
 from gateway.memory.store import MemoryStore, Node, NodeDraft
 from gateway.memory.tags import KINDS, NODE_TYPES, build_tags, normalize_tags, schema
+from gateway.memory.vector_index import CodeIndex
 
 log = logging.getLogger(__name__)
 _USER = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
 MAX_CONTENT = 4000
+KNN_CANDIDATES = 200  # candidates from the binary codes, rescored exactly (see gateway bench-memory)
 
 
 class Embedder(Protocol):
@@ -74,6 +76,8 @@ class MemoryService:
         self._writer: MemoryStore | None = None
         self._reader: MemoryStore | None = None
         self.writes = 0
+        self.knn_candidates = KNN_CANDIDATES
+        self._index = CodeIndex()  # used on the reader thread only
 
     @classmethod
     def from_config(cls, cfg: Any, clock: Callable[[], float] = time.time,
@@ -124,6 +128,7 @@ class MemoryService:
             done += len(batch)
             self._progress(f"memory: re-embedded {done}/{total}")
         await self._write(lambda s: s.set_meta("embedding_model", self._embedder.name))
+        await self._read(lambda s: self._index.clear())
         return done
 
     # --- plumbing -----------------------------------------------------------------------------
@@ -189,15 +194,23 @@ class MemoryService:
         _check_n(n)
         if not (query or "").strip():
             raise MemoryInputError("query must not be empty")
-        all_of, any_of = normalize_tags(all_of), normalize_tags(any_of)
         q = (await self.embed([query]))[0]
+        return await self.search_by_vector(user_id, q, n, all_of=all_of, any_of=any_of, weights=weights, touch=touch)
+
+    async def search_by_vector(self, user_id: str, q: np.ndarray, n: int = 10, *, all_of: Iterable[str] = (),
+                               any_of: Iterable[str] = (), weights: Weights | None = None,
+                               touch: bool = True) -> list[Scored]:
+        """`search` with the query already embedded (unit length)."""
+        _check_user(user_id)
+        _check_n(n)
+        all_of, any_of = normalize_tags(all_of), normalize_tags(any_of)
         weights = weights or self.search_weights
 
         def run(s: MemoryStore) -> tuple[list[Node], dict[int, np.ndarray]]:
             if all_of or any_of:
                 ids = s.filtered_ids(user_id, all_of, any_of, limit=5000)
             else:
-                ids = s.knn_ids(user_id, q, max(100, 10 * n))
+                ids = self._index.candidates(s.conn, user_id, q, max(self.knn_candidates, 10 * n))
                 ids += [node.id for node in s.recent(user_id, 20)]
             ids = list(dict.fromkeys(ids))
             return s.get(ids), s.vectors(ids)

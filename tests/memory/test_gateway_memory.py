@@ -15,6 +15,7 @@ from firmware_protocol import Hello, ReadingAck, ReplyText, SensorReading, TextI
 from gateway.app import Gateway
 from gateway.config import parse_config
 from gateway.links.memory import MemoryLink
+from gateway.memory.events import Alert
 from gateway.memory.service import MemoryService
 from gateway.memory.store import Node
 from tests.conftest import ROOT
@@ -71,3 +72,19 @@ async def test_a_devices_blood_pressure_reading_is_what_the_voice_box_answers_wi
     await gateway.brain.drain()
     turns = await gateway.memory.recent("anna", 10, types=["conversation"])
     assert len(turns) == 3 and turns[0].content.startswith("User: What was my last blood pressure")
+
+
+@pytest.mark.models
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_reading_above_a_rule_threshold_publishes_an_alert_for_the_users_devices(gateway_with_memory) -> None:
+    gateway, link = gateway_with_memory
+    await gateway.memory.remember("anna", "Blood pressure above 140/90: show it and tell Anna", kind="rule",
+                                  persistent=True, extra_tags=["reading:blood_pressure", "above:140/90"])
+    alerts = gateway.bus.subscribe(Alert, name="test")
+    bp = link.connect()
+    await bp.send(Hello(device_id="bp-anna"))
+    await _until(bp, Welcome)
+    await bp.send(SensorReading(5, "blood_pressure", int(time.time()) - 30, (("systolic", "mmHg", 161.0), ("diastolic", "mmHg", 99.0))))
+    alert = await asyncio.wait_for(alerts.get(), 10)
+    assert alert.user_id == "anna" and set(alert.devices) == {"bp-anna", "box-anna"}
+    assert alert.text.endswith("(blood pressure 161 over 99 mmHg)")

@@ -100,3 +100,32 @@ def test_migrations_are_versioned_and_idempotent(tmp_path: Path) -> None:
     conn = open_db(tmp_path / "v.db")  # opening again applies nothing and keeps the version
     assert schema_version(conn) == len(MIGRATIONS)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+async def test_the_candidate_codes_in_ram_are_the_bits_sqlite_vec_stores(memory: MemoryService) -> None:
+    import numpy as np
+
+    from gateway.memory.vector_index import _codes
+
+    for text in ("one", "two three", "a longer sentence about the garden"):
+        await memory.remember("anna", text)
+    rows = memory._reader.conn.execute(
+        "SELECT n.embedding, v.embedding FROM nodes n JOIN node_vec v ON v.rowid = n.id").fetchall()
+    for floats, bits in rows:
+        assert _codes(np.frombuffer(floats, np.float32)[None, :])[0].tobytes() == bits
+
+
+async def test_search_finds_the_exact_best_match_among_many_near_duplicates(memory: MemoryService) -> None:
+    memory.knn_candidates = 5  # fewer candidates than nodes: the code index has to pick
+    for k in range(30):
+        await memory.remember("anna", f"reading number {k} of the kitchen thermometer")
+    await memory.remember("anna", "the dog barked at the postman")
+    [best] = await memory.search("anna", "a dog barking at the mail carrier", n=1)
+    assert best.node.content == "the dog barked at the postman"
+
+
+def test_doctor_checks_the_real_sqlite_path_apsw_with_sqlite_vec() -> None:
+    from gateway.doctor import _sqlite
+
+    [check] = list(_sqlite())
+    assert check.status == "OK" and "loads sqlite-vec v0.1" in check.what and "(apsw)" in check.what
