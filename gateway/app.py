@@ -24,11 +24,14 @@ from gateway.engines.runner import EngineRunner
 from gateway.expression.service import ExpressionService
 from gateway.links.base import DeviceConnection, DeviceLink
 from gateway.memory.readings import consume_readings
+from gateway.memory.alerts import speak_alerts
+from gateway.memory.events import Alert
 from gateway.memory.recall import MemoryBrain
 from gateway.memory.rules import RuleEngine
 from gateway.memory.scheduler import MemoryScheduler
 from gateway.memory.service import MemoryService
 from gateway.memory.store import Node
+from gateway.mcp_server.devices import GatewayDevices
 from gateway.links.serial_link import SerialLink, SerialPort
 from gateway.links.websocket import WebSocketLink
 from gateway.modelstore import ModelStore
@@ -100,6 +103,8 @@ class Gateway:
     async def _serve_memory(self, memory: MemoryService) -> None:
         """Readings -> memories, and (mcp.http) the MCP endpoint; closes the memory at the end."""
         sub = self.bus.subscribe(ReadingStored, name="memory")
+        alerts = self.bus.subscribe(Alert, name="memory-alerts")
+        devices = GatewayDevices(self.registry)
         m = self.cfg.memory
         rules = RuleEngine(memory, self.bus.publish, lambda user: tuple(d for d, u in m.users.items() if u == user))
         scheduler = MemoryScheduler(memory, rules, reflection_time=m.reflection_time, portrait_time=m.portrait_time)
@@ -112,14 +117,16 @@ class Gateway:
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(consume_readings(memory, sub, on_remembered=remembered))
                 tg.create_task(scheduler.run(), name="memory-scheduler")
+                tg.create_task(speak_alerts(alerts, devices.connected, devices.say), name="memory-alerts")
                 if self.cfg.mcp.http:
                     from gateway.mcp_server.http import serve_http
                     from gateway.mcp_server.tools import McpDeps, build_server
 
-                    server = build_server(McpDeps(memory, self.registry))
+                    server = build_server(McpDeps(memory, devices))
                     tg.create_task(serve_http(server, self.cfg.mcp.host, self.cfg.mcp.port, self.cfg.mcp.token))
         finally:
             sub.close()
+            alerts.close()
             if isinstance(self.brain, MemoryBrain):
                 await self.brain.drain()
             await memory.close()

@@ -23,9 +23,13 @@ assert set(Kind.__args__) == set(KINDS)  # noqa: S101 - the tool schema and the 
 
 
 class DeviceControl(Protocol):
-    """What the running gateway offers the device tools."""
+    """What the running gateway offers the device tools (see devices.GatewayDevices)."""
 
     def connected(self) -> list[str]: ...
+
+    async def say(self, device_id: str, text: str) -> None: ...
+
+    async def perform_action(self, device_id: str, code: str, behavior: str, affect: str, intensity: int) -> None: ...
 
 
 @dataclass
@@ -124,6 +128,25 @@ def build_server(deps: McpDeps, **settings: Any) -> FastMCP:
     async def list_devices(ctx: Context) -> list[str]:
         """Ids of the devices connected to the gateway right now."""
         return _devices(_deps(ctx)).connected()
+
+    @mcp.tool()
+    async def say(ctx: Context, device_id: Annotated[str, Field(description="a connected device (list_devices)")],
+                  text: Annotated[str, Field(min_length=1, max_length=1000, description="what to say")]) -> dict:
+        """Speak `text` on a voice box now (interrupts what it is saying)."""
+        await _devices(_deps(ctx)).say(device_id, text)
+        return {"ok": True}
+
+    @mcp.tool()
+    async def perform_action(
+        ctx: Context, device_id: Annotated[str, Field(description="a connected device (list_devices)")],
+        code: Annotated[str, Field(min_length=1, description="action code, e.g. greeting.hello, guidance.invite")],
+        behavior: Annotated[str, Field(description="body-movement anchor: nod, wave, invite, ...")] = "",
+        affect: Annotated[str, Field(description="expression style: smile, warm, serious, ...")] = "",
+        intensity: Annotated[int, Field(ge=0, le=100, description="percent")] = 50,
+    ) -> dict:
+        """Send an Action (Fay's action semantics) to a device: robots move, avatars animate."""
+        await _devices(_deps(ctx)).perform_action(device_id, code, behavior, affect, intensity)
+        return {"ok": True}
 
     @mcp.tool()
     async def latest_readings(

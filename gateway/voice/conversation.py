@@ -22,7 +22,7 @@ from gateway.audio.pcm import s16le_to_float
 from gateway.config import GatewayConfig
 from gateway.engines.runner import EngineRunner
 from gateway.errors import GatewayError
-from gateway.voice.brain import Brain, BrainContext
+from gateway.voice.brain import Brain, BrainContext, split_sentences
 from gateway.voice.endpointing import Endpointer, Event
 from gateway.voice.listener import Listener
 from gateway.voice.speaker import Playback, SentenceHook, Speaker
@@ -114,6 +114,21 @@ class Conversation:
             return text, 0.0
 
         self._start_turn(asyncio.create_task(given()), TurnMetrics(self.device_id))
+
+    async def say(self, text: str) -> None:
+        """Speak `text` now (an announcement, an alert), interrupting any reply in progress."""
+        await self.interrupt("announcement")
+
+        async def sentences() -> AsyncIterator[str]:
+            for sentence in split_sentences(text):
+                yield sentence
+
+        async def run(play: Playback) -> None:
+            await self._speaker.speak(sentences(), play)
+            await self._send(ReplyText(text=" ".join(play.sentences_started), final=True))
+
+        self._play = Playback()
+        self._turn = asyncio.create_task(run(self._play))
 
     async def interrupt(self, reason: str) -> None:
         """Barge-in: stop the reply within one chunk and tell the device."""

@@ -68,10 +68,16 @@ async def exercise_every_tool(session: ClientSession, devices: list[str] | None)
     bad = await session.call_tool("memory_search", {"query": "", "username": "grandpa_li"})
     assert bad.isError and "query must not be empty" in bad.content[0].text
     listed = await session.call_tool("list_devices", {})
+    said = await session.call_tool("say", {"device_id": "voicebox-kitchen", "text": "Time for your tea."})
+    acted = await session.call_tool("perform_action", {"device_id": "voicebox-kitchen", "code": "greeting.hello",
+                                                       "behavior": "wave", "intensity": 70})
     if devices is None:
-        assert listed.isError and "mcp.http" in listed.content[0].text
+        for result in (listed, said, acted):
+            assert result.isError and "mcp.http" in result.content[0].text
     else:
-        assert data(listed) == devices
+        assert data(listed) == devices and data(said) == {"ok": True} and data(acted) == {"ok": True}
+        nowhere = await session.call_tool("say", {"device_id": "attic", "text": "hi"})
+        assert nowhere.isError and "'attic' is not connected" in nowhere.content[0].text
 
 
 async def test_every_tool_works_over_stdio_with_the_sdk_client(tmp_path: Path) -> None:
@@ -86,14 +92,32 @@ async def test_every_tool_works_over_stdio_with_the_sdk_client(tmp_path: Path) -
 
 
 class Devices:
+    """Stands in for the gateway's devices (the real ones are tested in tests/memory/test_gateway_memory.py)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
     def connected(self) -> list[str]:
         return ["bp-monitor-1", "voicebox-kitchen"]
 
+    async def say(self, device_id: str, text: str) -> None:
+        if device_id not in self.connected():
+            raise ValueError(f"device {device_id!r} is not connected")
+        self.calls.append(("say", device_id, text))
+
+    async def perform_action(self, device_id: str, code: str, behavior: str, affect: str, intensity: int) -> None:
+        self.calls.append(("action", device_id, code, behavior, affect, intensity))
+
+
+@pytest.fixture
+def http_devices() -> Devices:
+    return Devices()
+
 
 @pytest_asyncio.fixture
-async def http_mcp(tmp_path: Path, embedder: SharedEmbedder) -> AsyncIterator[str]:  # noqa: F811
+async def http_mcp(tmp_path: Path, embedder: SharedEmbedder, http_devices: Devices) -> AsyncIterator[str]:  # noqa: F811
     async with MemoryService(tmp_path / "m.db", lambda: embedder, clock=FakeClock()) as memory:
-        server = build_server(McpDeps(memory, Devices()))
+        server = build_server(McpDeps(memory, http_devices))
         ready = asyncio.Event()
         task = asyncio.create_task(serve_http(server, "127.0.0.1", 0, TOKEN, ready))
         await asyncio.wait_for(ready.wait(), 10)
@@ -102,13 +126,15 @@ async def http_mcp(tmp_path: Path, embedder: SharedEmbedder) -> AsyncIterator[st
         await asyncio.gather(task, return_exceptions=True)
 
 
-async def test_every_tool_works_over_streamable_http_with_the_bearer_token(http_mcp: str) -> None:
+async def test_every_tool_works_over_streamable_http_with_the_bearer_token(http_mcp: str, http_devices) -> None:
     headers = {"Authorization": f"Bearer {TOKEN}"}
     async with asyncio.timeout(30):
         async with streamablehttp_client(f"{http_mcp}/mcp", headers=headers) as (read, write, _), \
                 ClientSession(read, write) as session:
             await session.initialize()
             await exercise_every_tool(session, devices=["bp-monitor-1", "voicebox-kitchen"])
+    assert http_devices.calls == [("say", "voicebox-kitchen", "Time for your tea."),
+                                  ("action", "voicebox-kitchen", "greeting.hello", "wave", "", 70)]
 
 
 async def test_sse_transport_serves_the_same_tools(http_mcp: str) -> None:

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from firmware_protocol import Hello, ReadingAck, ReplyText, SensorReading, TextInput, Welcome
+from firmware_protocol import Action, Hello, ReadingAck, ReplyText, SensorReading, TextInput, Welcome
 from gateway.app import Gateway
 from gateway.config import parse_config
 from gateway.links.memory import MemoryLink
+from gateway.mcp_server.devices import GatewayDevices
 from gateway.memory.events import Alert
 from gateway.memory.service import MemoryService
 from gateway.memory.store import Node
@@ -81,6 +82,9 @@ async def test_a_reading_above_a_rule_threshold_publishes_an_alert_for_the_users
     await gateway.memory.remember("anna", "Blood pressure above 140/90: show it and tell Anna", kind="rule",
                                   persistent=True, extra_tags=["reading:blood_pressure", "above:140/90"])
     alerts = gateway.bus.subscribe(Alert, name="test")
+    box = link.connect()
+    await box.send(Hello(device_id="box-anna"))
+    await _until(box, Welcome)
     bp = link.connect()
     await bp.send(Hello(device_id="bp-anna"))
     await _until(bp, Welcome)
@@ -88,3 +92,22 @@ async def test_a_reading_above_a_rule_threshold_publishes_an_alert_for_the_users
     alert = await asyncio.wait_for(alerts.get(), 10)
     assert alert.user_id == "anna" and set(alert.devices) == {"bp-anna", "box-anna"}
     assert alert.text.endswith("(blood pressure 161 over 99 mmHg)")
+    spoken = await _until(box, ReplyText)  # the voice box says the alert
+    assert spoken.text.startswith("Blood pressure above 140/90: show it and tell Anna")
+
+
+@pytest.mark.models
+@pytest.mark.asyncio(loop_scope="session")
+async def test_say_and_perform_action_reach_a_connected_device(gateway_with_memory) -> None:
+    gateway, link = gateway_with_memory
+    box = link.connect()
+    await box.send(Hello(device_id="box-ben"))
+    await _until(box, Welcome)
+    devices = GatewayDevices(gateway.registry)
+    await devices.say("box-ben", "Dinner is ready. Come to the kitchen.")
+    assert (await _until(box, ReplyText)).text == "Dinner is ready. Come to the kitchen."
+    await devices.perform_action("box-ben", "greeting.hello", "wave", "smile", 80)
+    action = await _until(box, Action)
+    assert (action.code, action.behavior, action.affect, action.intensity) == ("greeting.hello", "wave", "smile", 80)
+    with pytest.raises(ValueError, match="'attic' is not connected"):
+        await devices.say("attic", "hello")
