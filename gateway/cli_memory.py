@@ -41,25 +41,29 @@ def _cmd_memory(args: argparse.Namespace, cfg: GatewayConfig) -> int:
         elif args.action == "recent":
             _print([n.as_dict() for n in await memory.recent(user, args.n)])
         elif args.action == "export":
-            users = [user] if args.user else await memory.known_users()
-            for u in users:
-                for node in reversed(await memory.recent(u, 1000)):
-                    print(json.dumps(node.as_dict(), ensure_ascii=False))
+            for node in await memory.export(args.user):
+                print(json.dumps(node.as_dict(), ensure_ascii=False))
         elif args.action == "import":
-            count = 0
-            for line in sys.stdin:
-                if line.strip():
-                    d = json.loads(line)
-                    await memory.remember(d.get("user_id", user), d["content"], node_type=d.get("type", "observation"),
-                                          extra_tags=d.get("tags", ()), importance=d.get("importance"),
-                                          when=d.get("ts"), pointer_ids=d.get("pointer_ids", ()))
-                    count += 1
+            lines = [json.loads(line) for line in sys.stdin if line.strip()]
+            count = await memory.import_nodes(lines, args.user)
             print(f"imported {count} memories", file=sys.stderr)
+        elif args.action == "reflect":
+            from datetime import datetime
+
+            from gateway.memory.reflection import portrait, reflect
+
+            now = datetime.now().astimezone()
+            for u in [args.user] if args.user else await memory.known_users():
+                insights = await reflect(memory, u, now)
+                print(f"{u}: {len(insights)} insights", file=sys.stderr)
+                for node in insights:
+                    print(f"  {node.content}")
+                print(f"{u}: portrait\n  " + (await portrait(memory, u, now)).replace("\n", "\n  "))
 
     try:
         asyncio.run(_with_memory(cfg, run))
-    except MemoryError_ as exc:
-        print(f"error: {exc.code}: {exc.text}", file=sys.stderr)
+    except (MemoryError_, json.JSONDecodeError) as exc:
+        print(f"error: {getattr(exc, 'code', 'memory-bad-input')}: {getattr(exc, 'text', exc)}", file=sys.stderr)
         return 2
     return 0
 
@@ -82,8 +86,9 @@ def _cmd_bench_memory(args: argparse.Namespace, cfg: GatewayConfig) -> int:
 
 def add_memory_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     mem = sub.add_parser("memory", parents=[common], help="search, add, list, export or import memories")
-    mem.add_argument("action", choices=["search", "add", "recent", "export", "import"],
-                     help="search TEXT | add TEXT | recent | export (JSON lines to stdout) | import (JSON lines from stdin)")
+    mem.add_argument("action", choices=["search", "add", "recent", "export", "import", "reflect"],
+                     help="search TEXT | add TEXT | recent | export (JSON lines to stdout) | import (JSON lines "
+                     "from stdin) | reflect (the daily reflection and portrait, now)")
     mem.add_argument("text", nargs="?", default="", help="the query (search) or the memory (add)")
     mem.add_argument("--user", help="whose memory (default: memory.default_user; export: everyone)")
     mem.add_argument("-n", type=int, default=10, help="how many results")

@@ -248,5 +248,25 @@ class MemoryService:
     async def known_users(self) -> list[str]:
         return await self._read(lambda s: s.users())
 
+    async def export(self, user_id: str | None = None) -> list[Node]:
+        """Every node (of one user, or of everyone), oldest first."""
+        batches = await self._read(lambda s: list(s.iter_nodes(user_id)))
+        return [node for batch in batches for node in batch]
+
+    async def import_nodes(self, items: Iterable[dict], default_user: str | None = None) -> int:
+        """Write exported nodes (dicts as `Node.as_dict()`) again, re-embedding them; ids are new,
+        and pointer_ids are translated (sources come before the reflections that point at them)."""
+        new_ids: dict[int, int] = {}
+        for d in items:
+            if not isinstance(d, dict) or not isinstance(d.get("content"), str):
+                raise MemoryInputError(f"not an exported memory: {str(d)[:80]}")
+            node = await self.remember(
+                d.get("user_id") or default_user or self.default_user, d["content"],
+                node_type=d.get("type", "observation"), extra_tags=d.get("tags", ()), importance=d.get("importance"),
+                when=d.get("ts"), pointer_ids=[new_ids.get(i, i) for i in d.get("pointer_ids", ())])
+            if isinstance(d.get("id"), int):
+                new_ids[d["id"]] = node.id
+        return len(new_ids)
+
     def schema(self) -> dict:
         return schema()

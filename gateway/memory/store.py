@@ -196,6 +196,19 @@ class MemoryStore:
         rows = self.conn.execute(f"SELECT id, embedding FROM nodes WHERE id IN ({','.join('?' * len(ids))})", ids)
         return {i: np.frombuffer(b, np.float32) for i, b in rows}
 
+    def iter_nodes(self, user_id: str | None = None, batch: int = 1000) -> Iterator[list[Node]]:
+        """Every node (of one user, or all), oldest id first, in batches."""
+        last = 0
+        where = "" if user_id is None else " AND user_id = ?"
+        while True:
+            args = (last,) if user_id is None else (last, user_id)
+            rows = self.conn.execute(f"SELECT {_COLS} FROM nodes WHERE id > ?{where} ORDER BY id LIMIT ?",
+                                     (*args, batch)).fetchall()
+            if not rows:
+                return
+            yield [_node(r) for r in rows]
+            last = rows[-1][0]
+
     def iter_all(self, batch: int = 256) -> Iterator[list[tuple[int, str]]]:
         last = 0
         while True:
