@@ -22,6 +22,7 @@ from gateway.devices.session import SessionServices, serve_device
 from gateway.engines.factory import load_engines
 from gateway.engines.runner import EngineRunner
 from gateway.expression.service import ExpressionService
+from gateway.screens.server import ScreensServer
 from gateway.links.base import DeviceConnection, DeviceLink
 from gateway.memory.readings import consume_readings
 from gateway.memory.alerts import speak_alerts
@@ -65,6 +66,9 @@ class Gateway:
     memory: MemoryService | None = None  # started and closed by serve()
 
     def __post_init__(self) -> None:
+        for link in self.links:  # links that watch the gateway's events (the LAN screens)
+            if isinstance(link, ScreensServer):
+                link.attach_bus(self.bus)
         brain = LocalBrain.from_config(self.cfg)
         self.brain = MemoryBrain(brain, self.memory) if self.memory is not None else brain
         self.db = Database(self.cfg.path(self.cfg.devices.database))
@@ -134,7 +138,11 @@ class Gateway:
 
 def default_links(cfg: GatewayConfig) -> list[DeviceLink]:
     s = cfg.server
-    links: list[DeviceLink] = [WebSocketLink(s.host, s.websocket_port, s.websocket_path, s.max_frame_bytes)]
+    ws_link = WebSocketLink(s.host, s.websocket_port, s.websocket_path, s.max_frame_bytes)
+    links: list[DeviceLink] = [ws_link]
+    if cfg.screens.enabled:
+        sc = cfg.screens
+        links.append(ScreensServer(sc.host, sc.port, sc.path, lambda: ws_link.port, s.websocket_path, sc.audio_cache))
     if cfg.serial.ports:
         ports = [SerialPort(p.port, p.baud) for p in cfg.serial.ports]
         links.append(SerialLink(ports, s.max_frame_bytes))

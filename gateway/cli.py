@@ -38,7 +38,9 @@ def _cmd_run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
         server = cfg.server.model_copy(
             update={k: v for k, v in (("websocket_port", args.port), ("host", args.host)) if v is not None}
         )
-        cfg = cfg.model_copy(update={"server": server})
+        # The LAN screens follow: same address, and any free port when the devices' port is 0.
+        screens = cfg.screens.model_copy(update={k: v for k, v in (("host", args.host), ("port", 0 if args.port == 0 else None)) if v is not None})
+        cfg = cfg.model_copy(update={"server": server, "screens": screens})
     print(f"edge-voice-gateway {__version__}: loading models (first start prepares them)...", file=sys.stderr)
     runner = load_runner(cfg, _progress)
     links = default_links(cfg)
@@ -57,6 +59,10 @@ def _cmd_run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
         print("\nGateway ready. Voice boxes connect to:", flush=True)
         for hint in connect_hints(cfg, port):
             print(f"  {hint}")
+        for link in links:
+            if link.name == "screens":
+                host = cfg.screens.host if cfg.screens.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+                print(f"Screens and the browser voice box: http://{host}:{link.port}/  (from the LAN: this machine's name)")
         print("\nTry it without hardware, in another terminal:")
         print(f'  gateway simulate --say "What time is it?" --url ws://127.0.0.1:{port}{cfg.server.websocket_path} --out reply.wav')
         print("Stop with Ctrl+C.\n", flush=True)

@@ -180,6 +180,14 @@ class ExpressionConfig(_Section):
     mouth_frame_ms: int = Field(40, ge=10, le=255)
 
 
+class ScreensConfig(_Section):
+    enabled: bool = True
+    host: str = "0.0.0.0"
+    port: int = Field(8767, ge=0, le=65535)
+    path: str = Field("/screen", pattern=r"^/[A-Za-z0-9_./-]*$")
+    audio_cache: int = Field(64, ge=1, le=10000)
+
+
 class GatewayConfig(_Section):
     server: ServerConfig = ServerConfig()
     models: ModelsConfig = ModelsConfig()
@@ -189,6 +197,7 @@ class GatewayConfig(_Section):
     audio: AudioConfig = AudioConfig()
     brain: BrainConfig = BrainConfig()
     expression: ExpressionConfig = ExpressionConfig()
+    screens: ScreensConfig = ScreensConfig()
     devices: DevicesConfig = DevicesConfig()
     serial: SerialConfig = SerialConfig()
     memory: MemoryConfig = MemoryConfig()

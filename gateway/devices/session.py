@@ -134,7 +134,7 @@ async def serve_device(conn: DeviceConnection, services: SessionServices) -> Non
             cfg,
             services.runner,
             services.brain,
-            peer.send,
+            services.expression.tap(hello.device_id, peer.send) if services.expression else peer.send,
             audio_in,
             audio_out,
             services.on_metrics,

@@ -18,7 +18,7 @@ from gateway.expression.sentence import Expression, SentenceExpression
 MAX_RUNS = 255
 MAX_MS = 0xFFFF
 
-Observer = Callable[[SentenceExpression, int], None]
+Observer = Callable[[SentenceExpression, int, list[SynthChunk]], None]
 
 
 def viseme_messages(expr: SentenceExpression, stream_id: int) -> list[Message]:
@@ -60,7 +60,7 @@ class DeviceExpression:
     def __call__(self, text: str, chunks: list[SynthChunk], stream_id: int) -> list[Message]:
         expr = self._expression.analyse(text, chunks)
         for observe in self._observers:
-            observe(expr, stream_id)
+            observe(expr, stream_id, chunks)
         out: list[Message] = []
         if self._caps & Capability.ACTION:
             out += action_messages(expr, stream_id)

@@ -9,13 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from firmware_protocol import Capability
+from firmware_protocol import Capability, Message, ReplyText, Transcript
 from gateway.bus import EventBus
 from gateway.config import GatewayConfig
 from gateway.expression.device import DeviceExpression
 from gateway.expression.sentence import Expression, SentenceExpression
 from gateway.expression.servo import ServoMapFile, ServoPlayer
-from gateway.voice.speaker import SentenceHook
+from gateway.engines.base import SynthChunk
+from gateway.voice.speaker import Send, SentenceHook
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,16 @@ class SentenceExpressed:
     device_id: str
     stream_id: int
     expression: SentenceExpression
+    pcm: bytes  # the sentence's audio as the TTS made it: int16 little-endian mono
+    sample_rate: int
+
+
+@dataclass(frozen=True)
+class DeviceSaid:
+    """Bus event: the gateway sent `message` (a Transcript or the closing ReplyText) to a device."""
+
+    device_id: str
+    message: Message
 
 
 class ExpressionService:
@@ -46,14 +57,29 @@ class ExpressionService:
         return cls.from_paths(cfg.path(e.action_rules), cfg.path(e.sentiment), cfg.path(e.servo_map),
                               e.mouth_frame_ms, bus)
 
+    def tap(self, device_id: str, send: Send) -> Send:
+        """`send`, also publishing the device's transcripts and closing reply texts on the bus."""
+        bus = self.bus
+        if bus is None:
+            return send
+
+        async def tapped(message: Message) -> None:
+            await send(message)
+            if isinstance(message, Transcript) or (isinstance(message, ReplyText) and message.final):
+                bus.publish(DeviceSaid(device_id, message))
+
+        return tapped
+
     def hook_for(self, device_id: str, capabilities: int) -> SentenceHook | None:
         """The sentence hook for one device session, or None when nobody needs the analysis."""
         observers = ()
         if self.bus is not None:
             bus = self.bus
 
-            def publish(expr: SentenceExpression, stream_id: int) -> None:
-                bus.publish(SentenceExpressed(device_id, stream_id, expr))
+            def publish(expr: SentenceExpression, stream_id: int, chunks: list[SynthChunk]) -> None:
+                pcm = b"".join(c.pcm.astype("<i2").tobytes() for c in chunks)
+                rate = chunks[0].sample_rate if chunks else 16000
+                bus.publish(SentenceExpressed(device_id, stream_id, expr, pcm, rate))
 
             observers = (publish,)
         servo = None

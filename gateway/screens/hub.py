@@ -1,0 +1,134 @@
+"""The screen hub: fans the gateway's sentences, actions, visemes and transcripts out to LAN screens.
+
+A screen subscribes to one device or all (`?device=ID`, default all; it may change its choice by
+sending `{"device": "ID"}`). Each screen has a bounded queue: a slow screen loses its oldest
+messages (counted and logged), never slows down a device. The audio of the last `audio_cache`
+sentences is kept in memory as WAV for `GET /audio/N.wav`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+import wave
+from collections import OrderedDict
+from typing import Any
+
+from firmware_protocol import ReplyText, Transcript
+from gateway.bus import EventBus
+from gateway.expression.service import DeviceSaid, SentenceExpressed
+from gateway.links.base import LinkClosed
+from gateway.links.web import TextSocket
+from gateway.screens.fay import for_screen, sentence_message, text_message
+
+log = logging.getLogger(__name__)
+
+ALL = "all"
+
+
+def wav_bytes(pcm: bytes, rate: int) -> bytes:
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(pcm)
+    return out.getvalue()
+
+
+class _Screen:
+    def __init__(self, sock: TextSocket, device: str, maxsize: int) -> None:
+        self.sock = sock
+        self.device = device
+        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize)
+        self.dropped = 0
+
+    def offer(self, message: dict[str, Any]) -> None:
+        if self.device not in (ALL, message.get("Username")):
+            return
+        if self.queue.full():
+            self.queue.get_nowait()
+            self.dropped += 1
+            log.warning("%s: slow screen, dropped a message (%d so far)", self.sock.peer, self.dropped)
+        self.queue.put_nowait(message)
+
+
+class ScreenHub:
+    def __init__(self, audio_cache: int = 64, queue_size: int = 64) -> None:
+        self._audio: OrderedDict[int, bytes] = OrderedDict()
+        self._audio_cache = audio_cache
+        self._queue_size = queue_size
+        self._next_audio = 1
+        self._screens: set[_Screen] = set()
+        self._fresh: dict[str, bool] = {}  # device -> the next sentence starts a reply
+        self.sent = 0
+
+    @property
+    def screens(self) -> int:
+        return len(self._screens)
+
+    def audio(self, number: int) -> bytes | None:
+        return self._audio.get(number)
+
+    def publish(self, message: dict[str, Any]) -> None:
+        for screen in list(self._screens):
+            screen.offer(message)
+
+    def on_event(self, event: object) -> None:
+        if isinstance(event, SentenceExpressed):
+            number = self._next_audio
+            self._next_audio += 1
+            self._audio[number] = wav_bytes(event.pcm, event.sample_rate)
+            while len(self._audio) > self._audio_cache:
+                self._audio.popitem(last=False)
+            first = self._fresh.get(event.device_id, True)
+            self._fresh[event.device_id] = False
+            self.publish(sentence_message(event.device_id, event.stream_id, event.expression,
+                                          f"/audio/{number}.wav", first))
+        elif isinstance(event, DeviceSaid):
+            self._fresh[event.device_id] = True
+            msg = event.message
+            if isinstance(msg, Transcript) and msg.text:
+                self.publish(text_message(event.device_id, "transcript", msg.text))
+            elif isinstance(msg, ReplyText):
+                self.publish(text_message(event.device_id, "reply_end", msg.text, is_end=True))
+
+    async def consume(self, bus: EventBus) -> None:
+        sub = bus.subscribe(SentenceExpressed, DeviceSaid, name="screens")
+        try:
+            async for event in sub:
+                self.on_event(event)
+        finally:
+            sub.close()
+
+    async def serve_screen(self, sock: TextSocket) -> None:
+        screen = _Screen(sock, sock.query.get("device", ALL) or ALL, self._queue_size)
+        self._screens.add(screen)
+        log.info("%s: screen connected (device %s)", sock.peer, screen.device)
+        reader = asyncio.create_task(self._read(screen))
+        try:
+            while True:
+                message = await screen.queue.get()
+                await sock.send(json.dumps(for_screen(message, sock.host), ensure_ascii=False))
+                self.sent += 1
+        except LinkClosed:
+            log.info("%s: screen disconnected", sock.peer)
+        finally:
+            reader.cancel()
+            self._screens.discard(screen)
+
+    async def _read(self, screen: _Screen) -> None:
+        try:
+            while True:
+                text = await screen.sock.receive()
+                try:
+                    choice = json.loads(text).get("device")
+                except (ValueError, AttributeError):
+                    log.warning("%s: bad-request: screens send {\"device\": ID or \"all\"}, got %.60r", screen.sock.peer, text)
+                    continue
+                if isinstance(choice, str) and choice:
+                    screen.device = choice
+        except LinkClosed:
+            return

@@ -1,0 +1,33 @@
+"""A gateway with its device WebSocket and its LAN screen server, both on 127.0.0.1 free ports."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest_asyncio
+
+from gateway.app import Gateway
+from gateway.links.websocket import WebSocketLink
+from gateway.screens.server import ScreensServer
+
+
+@dataclass
+class ScreensGateway:
+    device_url: str
+    http: str  # http://127.0.0.1:PORT
+    screen_url: str  # ws://127.0.0.1:PORT/screen
+    server: ScreensServer
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def screens_gateway(cfg, runner) -> AsyncIterator[ScreensGateway]:
+    link = WebSocketLink("127.0.0.1", 0, cfg.server.websocket_path, cfg.server.max_frame_bytes)
+    screens = ScreensServer("127.0.0.1", 0, "/screen", lambda: link.port, cfg.server.websocket_path)
+    ready = asyncio.Event()
+    task = asyncio.create_task(Gateway(cfg, runner, [link, screens]).serve(ready))
+    await asyncio.wait_for(ready.wait(), 10)
+    yield ScreensGateway(f"ws://127.0.0.1:{link.port}{cfg.server.websocket_path}",
+                         f"http://127.0.0.1:{screens.port}", f"ws://127.0.0.1:{screens.port}/screen", screens)
+    task.cancel()
