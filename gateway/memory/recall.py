@@ -109,8 +109,8 @@ class MemoryBrain:
         if not candidates:
             when = f" {window[0]}" if window else ""
             return f"I have no readings for you{when}."
-        vecs = await self.memory.embed([utterance] + [c.content.split(", measured")[0] for c in candidates])
-        scores = vecs[1:] @ vecs[0]
+        q = (await self.memory.embed_query([utterance]))[0]
+        scores = await self.memory.embed([c.content.split(", measured")[0] for c in candidates]) @ q
         best_rel = float(scores.max())
         # The best match by meaning; among equally good ones (same kind of reading), the newest.
         best = next(c for c, s in zip(candidates, scores) if s >= best_rel - 0.05)

@@ -1,7 +1,7 @@
 """Retrieval scoring (pure functions): the seed's recency + relevance + importance.
 
 score = w_recency * 0.5 ** (hours since last retrieved / half_life)
-      + w_relevance * max(cosine(query, node), 0)
+      + w_relevance * max(cosine(query, node) - floor, 0) / (1 - floor)   (floor: per model, 0 for MiniLM)
       + w_importance * importance / 10
 
 Candidates come from the store: the top `k` by Hamming distance on binary-quantised vectors
@@ -37,14 +37,16 @@ class Scored:
 
 
 def score_nodes(nodes: Sequence[Node], vectors: dict[int, np.ndarray], query: np.ndarray | None,
-                weights: Weights, now: float, half_life_h: float) -> list[Scored]:
-    """Score and sort (best first). Without a query, relevance is 0 for all."""
+                weights: Weights, now: float, half_life_h: float, cosine_floor: float = 0.0) -> list[Scored]:
+    """Score and sort (best first). Without a query, relevance is 0 for all. Relevance in the
+    score is the cosine rescaled from the model's `cosine_floor` (where unrelated texts sit) to 1."""
     out = []
     for node in nodes:
         rel = float(np.dot(vectors[node.id], query)) if query is not None and node.id in vectors else 0.0
         hours = max(now - node.last_retrieved, 0.0) / 3600
         recency = 0.5 ** (hours / half_life_h)
-        s = weights.recency * recency + weights.relevance * max(rel, 0.0) + weights.importance * node.importance / 10
+        scaled = max(rel - cosine_floor, 0.0) / (1.0 - cosine_floor)
+        s = weights.recency * recency + weights.relevance * scaled + weights.importance * node.importance / 10
         out.append(Scored(node, s, rel))
     out.sort(key=lambda x: (-x.score, -x.node.ts))
     return out

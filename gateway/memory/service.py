@@ -141,6 +141,11 @@ class MemoryService:
     async def embed(self, texts: list[str]) -> np.ndarray:
         return await asyncio.get_running_loop().run_in_executor(self._embed_pool, self._embedder.embed, texts)
 
+    async def embed_query(self, texts: list[str]) -> np.ndarray:
+        """Queries may embed differently (e5's "query: " prefix); else like `embed`."""
+        fn = getattr(self._embedder, "embed_query", self._embedder.embed)
+        return await asyncio.get_running_loop().run_in_executor(self._embed_pool, fn, texts)
+
     def user_for(self, device_id: str) -> str:
         """The user a device belongs to (memory.users), or the default user."""
         if not self.isolate_by_user:
@@ -194,7 +199,7 @@ class MemoryService:
         _check_n(n)
         if not (query or "").strip():
             raise MemoryInputError("query must not be empty")
-        q = (await self.embed([query]))[0]
+        q = (await self.embed_query([query]))[0]
         return await self.search_by_vector(user_id, q, n, all_of=all_of, any_of=any_of, weights=weights, touch=touch)
 
     async def search_by_vector(self, user_id: str, q: np.ndarray, n: int = 10, *, all_of: Iterable[str] = (),
@@ -216,7 +221,8 @@ class MemoryService:
             return s.get(ids), s.vectors(ids)
 
         nodes, vectors = await self._read(run)
-        results = score_nodes(nodes, vectors, q, weights, self.clock(), self.half_life_h)[:n]
+        floor = getattr(self._embedder, "cosine_floor", 0.0)
+        results = score_nodes(nodes, vectors, q, weights, self.clock(), self.half_life_h, floor)[:n]
         if touch and results:
             ids = [r.node.id for r in results]
             await self._write(lambda s: s.touch(ids, self.clock()))
