@@ -39,117 +39,6 @@ const fp_msg_desc_t *fp_msg_desc(uint8_t type)
     return NULL;
 }
 
-static bool cont(uint8_t b) { return (b & 0xC0u) == 0x80u; }
-
-bool fp_utf8_valid(const uint8_t *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        uint8_t c = s[i];
-        size_t need;
-        uint8_t lo = 0x80u, hi = 0xBFu; /* allowed range of the second byte */
-        if (c < 0x80u) { i++; continue; }
-        if (c >= 0xC2u && c <= 0xDFu) { need = 1; }
-        else if (c >= 0xE0u && c <= 0xEFu) {
-            need = 2;
-            if (c == 0xE0u) { lo = 0xA0u; }      /* no overlong forms */
-            if (c == 0xEDu) { hi = 0x9Fu; }      /* no surrogates */
-        } else if (c >= 0xF0u && c <= 0xF4u) {
-            need = 3;
-            if (c == 0xF0u) { lo = 0x90u; }      /* no overlong forms */
-            if (c == 0xF4u) { hi = 0x8Fu; }      /* nothing above U+10FFFF */
-        } else {
-            return false;
-        }
-        if (n - i <= need) { return false; }
-        if (s[i + 1] < lo || s[i + 1] > hi) { return false; }
-        for (size_t k = 2; k <= need; k++) {
-            if (!cont(s[i + k])) { return false; }
-        }
-        i += need + 1;
-    }
-    return true;
-}
-
-static bool device_id_char(uint8_t c)
-{
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '_' || c == ':' || c == '-';
-}
-
-static bool ident_valid(const uint8_t *s, size_t n)
-{
-    if (n < 1 || n > 32 || s[0] < 'a' || s[0] > 'z') { return false; }
-    for (size_t i = 1; i < n; i++) {
-        uint8_t c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) { return false; }
-    }
-    return true;
-}
-
-static bool str_valid(fp_kind_t kind, const uint8_t *s, size_t n)
-{
-    if (kind == FP_K_DEVICE_ID) {
-        if (n < 1 || n > 64) { return false; }
-        for (size_t i = 0; i < n; i++) {
-            if (!device_id_char(s[i])) { return false; }
-        }
-        return true;
-    }
-    if (kind == FP_K_IDENT) { return ident_valid(s, n); }
-    return fp_utf8_valid(s, n);
-}
-
-static bool format_valid(const fp_audio_format_t *f)
-{
-    return f->codec < FP_CODEC_COUNT && f->sample_rate >= FP_MIN_SAMPLE_RATE &&
-           f->sample_rate <= FP_MAX_SAMPLE_RATE && f->channels >= 1u &&
-           f->channels <= FP_MAX_CHANNELS;
-}
-
-static bool f32_finite(uint32_t bits) { return (bits & 0x7F800000u) != 0x7F800000u; }
-
-static uint32_t f32_bits(float value)
-{
-    union { float f; uint32_t u; } pun;
-    pun.f = value;
-    return pun.u;
-}
-
-static float bits_f32(uint32_t bits)
-{
-    union { float f; uint32_t u; } pun;
-    pun.u = bits;
-    return pun.f;
-}
-
-static bool same_str(fp_str_t a, fp_str_t b)
-{
-    if (a.len != b.len) { return false; }
-    for (size_t i = 0; i < a.len; i++) {
-        if (a.ptr[i] != b.ptr[i]) { return false; }
-    }
-    return true;
-}
-
-/* Value names are identifiers and unique within one list. */
-static bool values_valid(const fp_values_t *v, uint32_t max_count)
-{
-    if (v->count > max_count || v->count > FP_VALUES_CAP) { return false; }
-    for (size_t i = 0; i < v->count; i++) {
-        const fp_value_t *it = &v->items[i];
-        if (!ident_valid((const uint8_t *)it->name.ptr, it->name.len) ||
-            !fp_utf8_valid((const uint8_t *)it->unit.ptr, it->unit.len) ||
-            !f32_finite(f32_bits(it->value))) {
-            return false;
-        }
-        for (size_t k = 0; k < i; k++) {
-            if (same_str(v->items[k].name, it->name)) { return false; }
-        }
-    }
-    return true;
-}
-
 /* ---- decoding ---- */
 
 static bool take(reader_t *r, size_t n, const uint8_t **p)
@@ -175,7 +64,7 @@ static fp_err_t read_str(reader_t *r, fp_kind_t kind, fp_str_t *s)
     uint32_t n;
     const uint8_t *p;
     if (!read_uint(r, 2, &n) || !take(r, n, &p)) { return FP_ERR_MALFORMED; }
-    if (!str_valid(kind, p, n)) { return FP_ERR_MALFORMED; }
+    if (!fp_str_valid(kind, p, n)) { return FP_ERR_MALFORMED; }
     s->ptr = (const char *)p;
     s->len = (uint16_t)n;
     return FP_OK;
@@ -191,12 +80,12 @@ static fp_err_t read_values(reader_t *r, uint32_t max_count, fp_values_t *v)
         fp_value_t *it = &v->items[i];
         if (read_str(r, FP_K_IDENT, &it->name) != FP_OK ||
             read_str(r, FP_K_STR, &it->unit) != FP_OK || !read_uint(r, 4, &bits) ||
-            !f32_finite(bits)) {
+            !fp_f32_finite(bits)) {
             return FP_ERR_MALFORMED;
         }
-        it->value = bits_f32(bits);
+        it->value = fp_bits_f32(bits);
     }
-    return values_valid(v, max_count) ? FP_OK : FP_ERR_MALFORMED;
+    return fp_values_valid(v, max_count) ? FP_OK : FP_ERR_MALFORMED;
 }
 
 static fp_err_t read_records(reader_t *r, const fp_field_desc_t *f, fp_records_t *rec)
@@ -251,7 +140,7 @@ static fp_err_t read_field(reader_t *r, const fp_field_desc_t *f, uint8_t *base)
         a->codec = (uint8_t)codec;
         a->sample_rate = rate;
         a->channels = (uint8_t)channels;
-        return format_valid(a) ? FP_OK : FP_ERR_MALFORMED;
+        return fp_format_valid(a) ? FP_OK : FP_ERR_MALFORMED;
     }
     case FP_K_VALUES:
         return read_values(r, f->limit, (fp_values_t *)dst);
@@ -300,7 +189,7 @@ static fp_err_t put_str(writer_t *w, fp_kind_t kind, fp_str_t s)
 {
     const uint8_t *p = (const uint8_t *)s.ptr;
     if (s.len > 0 && p == NULL) { return FP_ERR_MALFORMED; }
-    if (!str_valid(kind, p, s.len)) { return FP_ERR_MALFORMED; }
+    if (!fp_str_valid(kind, p, s.len)) { return FP_ERR_MALFORMED; }
     return put_uint(w, 2, s.len) && put(w, p, s.len) ? FP_OK : FP_ERR_NO_SPACE;
 }
 
@@ -312,14 +201,14 @@ static fp_err_t put_values(writer_t *w, uint32_t max_count, const fp_values_t *v
             return FP_ERR_MALFORMED;
         }
     }
-    if (!values_valid(v, max_count)) { return FP_ERR_MALFORMED; }
+    if (!fp_values_valid(v, max_count)) { return FP_ERR_MALFORMED; }
     if (!put_uint(w, 1, v->count)) { return FP_ERR_NO_SPACE; }
     for (size_t i = 0; i < v->count; i++) {
         const fp_value_t *it = &v->items[i];
         fp_err_t err = put_str(w, FP_K_IDENT, it->name);
         if (err == FP_OK) { err = put_str(w, FP_K_STR, it->unit); }
         if (err != FP_OK) { return err; }
-        if (!put_uint(w, 4, f32_bits(it->value))) { return FP_ERR_NO_SPACE; }
+        if (!put_uint(w, 4, fp_f32_bits(it->value))) { return FP_ERR_NO_SPACE; }
     }
     return FP_OK;
 }
@@ -364,7 +253,7 @@ static fp_err_t write_field(writer_t *w, const fp_field_desc_t *f, const uint8_t
     }
     case FP_K_AUDIO_FORMAT: {
         const fp_audio_format_t *a = (const fp_audio_format_t *)src;
-        if (!format_valid(a)) { return FP_ERR_MALFORMED; }
+        if (!fp_format_valid(a)) { return FP_ERR_MALFORMED; }
         ok = put_uint(w, 1, a->codec) && put_uint(w, 4, a->sample_rate) &&
              put_uint(w, 1, a->channels);
         break;

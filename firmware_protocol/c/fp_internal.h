@@ -19,4 +19,12 @@ size_t fp_record_size(const fp_field_desc_t *fields, size_t count);
 /* True when every record in raw (count records) holds valid values. */
 bool fp_records_valid(const fp_field_desc_t *f, size_t count, const uint8_t *raw);
 
+/* Checks of fp_check.c (the same rules decoding and encoding). */
+bool fp_str_valid(fp_kind_t kind, const uint8_t *s, size_t n);
+bool fp_format_valid(const fp_audio_format_t *f);
+bool fp_f32_finite(uint32_t bits);
+uint32_t fp_f32_bits(float value);
+float fp_bits_f32(uint32_t bits);
+bool fp_values_valid(const fp_values_t *v, uint32_t max_count);
+
 #endif

@@ -85,6 +85,8 @@ def c_kind(cls: type[Message], name: str, spec: FieldSpec) -> tuple[str, int]:
     if spec.kind == "values":
         return _values_kind(where, spec)
     if spec.kind == "records":
+        if len(getattr(spec, "fields")) > 16:  # fp_records.c validates a record in 64 bytes
+            raise UnsupportedSpec(f"{where}: more than 16 fields in a record")
         for sub_name, sub in getattr(spec, "fields"):
             if c_kind(cls, f"{name}.{sub_name}", sub)[0] not in SCALAR_KINDS:
                 raise UnsupportedSpec(f"{where}.{sub_name}: record fields must be integers")
