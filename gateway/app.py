@@ -23,6 +23,7 @@ from gateway.engines.factory import load_engines
 from gateway.engines.runner import EngineRunner
 from gateway.expression.service import ExpressionService
 from gateway.screens.server import ScreensServer
+from gateway.screens.tls import server_context
 from gateway.links.base import DeviceConnection, DeviceLink
 from gateway.memory.readings import consume_readings
 from gateway.memory.alerts import speak_alerts
@@ -142,7 +143,8 @@ def default_links(cfg: GatewayConfig) -> list[DeviceLink]:
     links: list[DeviceLink] = [ws_link]
     if cfg.screens.enabled:
         sc = cfg.screens
-        links.append(ScreensServer(sc.host, sc.port, sc.path, lambda: ws_link.port, s.websocket_path, sc.audio_cache))
+        tls = server_context(cfg.path(sc.cert), cfg.path(sc.key)) if sc.tls else None
+        links.append(ScreensServer(sc.host, sc.port, sc.path, sc.audio_cache, s.max_frame_bytes, tls))
     if cfg.serial.ports:
         ports = [SerialPort(p.port, p.baud) for p in cfg.serial.ports]
         links.append(SerialLink(ports, s.max_frame_bytes))

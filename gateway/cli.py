@@ -62,7 +62,7 @@ def _cmd_run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
         for link in links:
             if link.name == "screens":
                 host = cfg.screens.host if cfg.screens.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
-                print(f"Screens and the browser voice box: http://{host}:{link.port}/  (from the LAN: this machine's name)")
+                print(f"Screens and the browser voice box: {link.scheme}://{host}:{link.port}/  (from the LAN: this machine's name)")
         print("\nTry it without hardware, in another terminal:")
         print(f'  gateway simulate --say "What time is it?" --url ws://127.0.0.1:{port}{cfg.server.websocket_path} --out reply.wav')
         print("Stop with Ctrl+C.\n", flush=True)
@@ -79,6 +79,19 @@ def _cmd_run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
     finally:
         runner.close()
     return 0
+
+
+def _sim_caps(args: argparse.Namespace) -> int:
+    """Hello capabilities of the simulated box: visemes + action, plus what --mouth/--servo add."""
+    from firmware_protocol import Capability
+    from gateway.simulate import EXPRESSIVE
+
+    caps = EXPRESSIVE
+    if args.mouth:
+        caps |= Capability.MOUTH
+    if args.servo:  # an ESP32 servo board: ready keyframes instead of the raw Action
+        caps = (caps | Capability.SERVO) & ~Capability.ACTION
+    return caps
 
 
 def _cmd_simulate(args: argparse.Namespace, cfg: GatewayConfig) -> int:
@@ -100,7 +113,7 @@ def _cmd_simulate(args: argparse.Namespace, cfg: GatewayConfig) -> int:
         audio, rate = load_input(Path(args.wav) if args.wav else None, args.say, synthesize)
         result = asyncio.run(
             simulate(args.url, audio, rate, device_id=args.device_id, out_rate=args.rate, speed=args.speed,
-                     push_to_talk=args.ptt, timeout=args.timeout, emit=emit)
+                     push_to_talk=args.ptt, timeout=args.timeout, emit=emit, capabilities=_sim_caps(args))
         )
     except SimulateError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -160,6 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--rate", type=int, default=16000, help="sample rate to ask for the reply (default 16000)")
     sim.add_argument("--timeout", type=float, default=60.0, help="give up after this many seconds")
     sim.add_argument("--device-id", default="simulator", help="device id to announce")
+    sim.add_argument("--mouth", action="store_true", help="also ask for Mouth values (a servo jaw or LED mouth)")
+    sim.add_argument("--servo", action="store_true", help="act as a servo board: ask for servo keyframes instead of Action")
     sim.set_defaults(func=_cmd_simulate)
 
     doc = sub.add_parser("doctor", parents=[common], help="check models, ports, SQLite and audio libraries; say what to fix")

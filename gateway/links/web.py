@@ -1,14 +1,18 @@
-"""A small HTTP + WebSocket server for LAN screens (the only websockets import outside the device link).
+"""A small HTTP(S) + WebSocket server for LAN screens and browser voice boxes.
 
 Plain HTTP GETs are answered by `routes(path, query)` (status, content type, body); a WebSocket
-upgrade on `ws_path` is handed to `on_socket` as a `TextSocket` (JSON text frames). Everything
-else is 404. Used by `gateway.screens`.
+upgrade on `ws_path` is handed to `on_socket` as a `TextSocket` (JSON text frames), one on
+`device_path` to the device handler as a `WebSocketConnection` (binary wire protocol, like the
+device link), so a page served here reaches the gateway on its own origin (also over TLS, which
+browsers require for the microphone on a LAN address). Everything else is 404. Used by
+`gateway.screens`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 from urllib.parse import parse_qs, urlsplit
@@ -17,7 +21,8 @@ from websockets.asyncio.server import Request, Response, ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 
-from gateway.links.base import LinkClosed
+from gateway.links.base import ConnectionHandler, LinkClosed
+from gateway.links.websocket import WebSocketConnection
 
 log = logging.getLogger(__name__)
 
@@ -54,16 +59,20 @@ def _query(path: str) -> tuple[str, dict[str, str]]:
 
 class WebServer:
     def __init__(self, host: str, port: int, ws_path: str, routes: Routes,
-                 on_socket: Callable[[TextSocket], Awaitable[None]]) -> None:
+                 on_socket: Callable[[TextSocket], Awaitable[None]], device_path: str = "/device",
+                 max_frame_bytes: int = 65536, tls: ssl.SSLContext | None = None) -> None:
         self.host = host
         self.port = port  # the bound port once serving (useful with port 0)
         self.ws_path = ws_path
+        self.device_path = device_path
         self._routes = routes
         self._on_socket = on_socket
+        self._max = max_frame_bytes
+        self._tls = tls
 
     def _http(self, conn: ServerConnection, request: Request) -> Response | None:
         path, query = _query(request.path)
-        if path == self.ws_path and request.headers.get("Upgrade", "").lower() == "websocket":
+        if path in (self.ws_path, self.device_path) and request.headers.get("Upgrade", "").lower() == "websocket":
             return None  # go on with the WebSocket handshake
         answer = self._routes(path, query)
         if answer is None:
@@ -73,13 +82,16 @@ class WebServer:
                            ("Cache-Control", "no-store"), ("Access-Control-Allow-Origin", "*")])
         return Response(status, HTTPStatus(status).phrase, headers, body)
 
-    async def serve(self, ready: asyncio.Event | None = None) -> None:
+    async def serve(self, devices: ConnectionHandler | None, ready: asyncio.Event | None = None) -> None:
         async def on_connect(ws: ServerConnection) -> None:
-            _, query = _query(ws.request.path if ws.request else "")
-            await self._on_socket(TextSocket(ws, query))
+            path, query = _query(ws.request.path if ws.request else "")
+            if path == self.device_path and devices is not None:
+                await devices(WebSocketConnection(ws, self._max))
+            elif path == self.ws_path:
+                await self._on_socket(TextSocket(ws, query))
 
         async with serve(on_connect, self.host, self.port, process_request=self._http,
-                         compression=None, max_size=65536) as server:
+                         compression=None, max_size=4 * self._max, ssl=self._tls) as server:
             self.port = server.sockets[0].getsockname()[1]
             if ready is not None:
                 ready.set()

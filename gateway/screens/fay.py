@@ -44,9 +44,9 @@ def text_message(device_id: str, key: str, text: str, *, is_end: bool = False) -
     return {"Topic": "human", "Data": data, "Username": device_id}
 
 
-def for_screen(message: dict[str, Any], host: str) -> dict[str, Any]:
+def for_screen(message: dict[str, Any], host: str, scheme: str = "http") -> dict[str, Any]:
     """The message with its audio URL made absolute for a screen that reached us as `host`."""
     data = message["Data"]
     if "HttpValue" not in data or not host:
         return message
-    return {**message, "Data": {**data, "HttpValue": f"http://{host}{data['Value']}"}}
+    return {**message, "Data": {**data, "HttpValue": f"{scheme}://{host}{data['Value']}"}}

@@ -63,6 +63,7 @@ class ScreenHub:
         self._next_audio = 1
         self._screens: set[_Screen] = set()
         self._fresh: dict[str, bool] = {}  # device -> the next sentence starts a reply
+        self.scheme = "http"  # of the audio URLs (https when the server uses TLS)
         self.sent = 0
 
     @property
@@ -111,7 +112,7 @@ class ScreenHub:
         try:
             while True:
                 message = await screen.queue.get()
-                await sock.send(json.dumps(for_screen(message, sock.host), ensure_ascii=False))
+                await sock.send(json.dumps(for_screen(message, sock.host, self.scheme), ensure_ascii=False))
                 self.sent += 1
         except LinkClosed:
             log.info("%s: screen disconnected", sock.peer)

@@ -1,13 +1,15 @@
 """The LAN screen server: the web page (a face that lip-syncs, and a browser voice box), the
-Fay-compatible screen WebSocket, and the sentences' audio over HTTP.
+Fay-compatible screen WebSocket, the sentences' audio over HTTP, and a device WebSocket for the
+page's voice box (same origin, so it also works over https).
 
     GET /                 the page (gateway/screens/static/index.html)
-    GET /voicebox.js      its script (speaks the device wire protocol over the device WebSocket)
-    GET /config.json      where the device WebSocket is, for the page
+    GET /voicebox.js      its script (speaks the device wire protocol over /device)
+    GET /config.json      the paths, for the page
     GET /audio/N.wav      the audio of a recent sentence (Fay's HttpValue)
     WS  /screen?device=ID Fay "human" messages for one device or all
+    WS  /device           a device connection (binary wire protocol), like the device link's
 
-It runs beside the device links (it is started like one), on `screens.host`:`screens.port`.
+It is a device link (it serves /device) on `screens.host`:`screens.port`, http or https.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Callable
+import ssl
 from pathlib import Path
 
 from gateway.bus import EventBus
@@ -28,17 +30,17 @@ FILES = {"/": ("index.html", "text/html; charset=utf-8"),
          "/index.html": ("index.html", "text/html; charset=utf-8"),
          "/voicebox.js": ("voicebox.js", "text/javascript; charset=utf-8")}
 AUDIO = re.compile(r"/audio/(\d{1,12})\.wav")
+DEVICE_PATH = "/device"
 
 
 class ScreensServer:
     name = "screens"
 
-    def __init__(self, host: str, port: int, path: str, device_port: Callable[[], int], device_path: str,
-                 audio_cache: int = 64) -> None:
+    def __init__(self, host: str, port: int, path: str = "/screen", audio_cache: int = 64,
+                 max_frame_bytes: int = 65536, tls: ssl.SSLContext | None = None) -> None:
         self.hub = ScreenHub(audio_cache)
-        self.web = WebServer(host, port, path, self._route, self.hub.serve_screen)
-        self._device_port = device_port
-        self._device_path = device_path
+        self.web = WebServer(host, port, path, self._route, self.hub.serve_screen, DEVICE_PATH, max_frame_bytes, tls)
+        self.scheme = self.hub.scheme = "https" if tls is not None else "http"
         self._path = path
         self._bus: EventBus | None = None
 
@@ -54,7 +56,7 @@ class ScreensServer:
             name, content_type = FILES[path]
             return 200, content_type, (STATIC / name).read_bytes()
         if path == "/config.json":
-            body = {"device_port": self._device_port(), "device_path": self._device_path, "screen_path": self._path}
+            body = {"device_path": DEVICE_PATH, "screen_path": self._path}
             return 200, "application/json", json.dumps(body).encode()
         if m := AUDIO.fullmatch(path):
             wav = self.hub.audio(int(m.group(1)))
@@ -62,8 +64,8 @@ class ScreensServer:
         return None
 
     async def serve(self, handler: ConnectionHandler | None = None, ready: asyncio.Event | None = None) -> None:
-        """Serve until cancelled (`handler` is unused: devices use the device links)."""
+        """Serve until cancelled; `handler` runs the page's voice box connections (/device)."""
         async with asyncio.TaskGroup() as tg:
             if self._bus is not None:
                 tg.create_task(self.hub.consume(self._bus))
-            tg.create_task(self.web.serve(ready))
+            tg.create_task(self.web.serve(handler, ready))

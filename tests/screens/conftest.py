@@ -1,4 +1,5 @@
-"""A gateway with its device WebSocket and its LAN screen server, both on 127.0.0.1 free ports."""
+"""A gateway with its device WebSocket and two LAN screen servers (http, and https with a
+self-signed certificate made on the fly), all on 127.0.0.1 free ports."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest_asyncio
 from gateway.app import Gateway
 from gateway.links.websocket import WebSocketLink
 from gateway.screens.server import ScreensServer
+from gateway.screens.tls import server_context
 
 
 @dataclass
@@ -19,15 +21,19 @@ class ScreensGateway:
     http: str  # http://127.0.0.1:PORT
     screen_url: str  # ws://127.0.0.1:PORT/screen
     server: ScreensServer
+    https: str  # https://127.0.0.1:PORT (self-signed)
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def screens_gateway(cfg, runner) -> AsyncIterator[ScreensGateway]:
+async def screens_gateway(cfg, runner, tmp_path_factory) -> AsyncIterator[ScreensGateway]:
     link = WebSocketLink("127.0.0.1", 0, cfg.server.websocket_path, cfg.server.max_frame_bytes)
-    screens = ScreensServer("127.0.0.1", 0, "/screen", lambda: link.port, cfg.server.websocket_path)
+    screens = ScreensServer("127.0.0.1", 0, "/screen")
+    certs = tmp_path_factory.mktemp("tls")
+    secure = ScreensServer("127.0.0.1", 0, "/screen", tls=server_context(certs / "cert.pem", certs / "key.pem"))
     ready = asyncio.Event()
-    task = asyncio.create_task(Gateway(cfg, runner, [link, screens]).serve(ready))
+    task = asyncio.create_task(Gateway(cfg, runner, [link, screens, secure]).serve(ready))
     await asyncio.wait_for(ready.wait(), 10)
     yield ScreensGateway(f"ws://127.0.0.1:{link.port}{cfg.server.websocket_path}",
-                         f"http://127.0.0.1:{screens.port}", f"ws://127.0.0.1:{screens.port}/screen", screens)
+                         f"http://127.0.0.1:{screens.port}", f"ws://127.0.0.1:{screens.port}/screen", screens,
+                         f"https://127.0.0.1:{secure.port}")
     task.cancel()

@@ -40,7 +40,7 @@ async def test_a_screen_gets_fay_messages_with_lips_action_sentiment_and_audio_f
         second = await next_human(ws, "audio")
         end = await next_human(ws, "reply_end")
         await sim
-    assert transcript["Username"] == "box-screen-1" and "goodbye" in transcript["Data"]["Text"].lower()
+    assert transcript["Username"] == "box-screen-1" and "bye" in transcript["Data"]["Text"].lower()
     assert [first["Data"]["Text"], second["Data"]["Text"]] == ["You are welcome.", "Goodbye!"]
     assert (first["Data"]["IsFirst"], second["Data"]["IsFirst"], end["Data"]["IsEnd"]) == (1, 0, 1)
     assert first["Data"]["Action"] == {"code": "social.thanks", "behavior": "thanks", "affect": "warm",
@@ -74,7 +74,7 @@ async def test_the_page_its_config_and_unknown_paths_are_served_over_http(screen
     status, ctype, body = await asyncio.to_thread(http_get, screens_gateway.http + "/")
     assert status == 200 and ctype.startswith("text/html") and b"Hold to talk" in body
     _, _, cfg = await asyncio.to_thread(http_get, screens_gateway.http + "/config.json")
-    assert json.loads(cfg)["device_port"] == int(screens_gateway.device_url.split(":")[2].split("/")[0])
+    assert json.loads(cfg) == {"device_path": "/device", "screen_path": "/screen"}
     with pytest.raises(urllib.error.HTTPError) as info:
         await asyncio.to_thread(http_get, screens_gateway.http + "/audio/999999.wav")
     assert info.value.code == 404

@@ -1,6 +1,6 @@
 // Browser voice box and LAN screen for the edge voice gateway.
 //
-// Default: a voice box. It connects to the device WebSocket like an ESP32 (binary wire protocol
+// Default: a voice box. It connects to /device like an ESP32 (binary wire protocol
 // v1, see firmware_protocol/PROTOCOL.md), streams the microphone while "Hold to talk" is held,
 // plays the reply and moves the mouth from the Visemes track of each sentence.
 // With ?watch=DEVICE (or ?watch=all): a screen. It subscribes to /screen (Fay "human" messages),
@@ -13,6 +13,7 @@ const T = { HELLO: 0x01, WELCOME: 0x02, PING: 0x03, PONG: 0x04, ERROR: 0x05, AUD
 const CAPS = 1 | 2 | 4 | 8 | 32 | 256; // AUDIO_IN AUDIO_OUT TEXT VISEMES ACTION SCREEN
 const MIC_RATE = 16000, OUT_RATE = 16000, CHUNK_MS = 40;
 const $ = (id) => document.getElementById(id);
+const WS = location.protocol === "https:" ? "wss:" : "ws:"; // same origin: works over https too
 const state = window.voicebox = { mode: "voicebox", status: "connecting", sentMs: 0, transcript: "",
   reply: "", action: "", sentiment: 0, mouth: 0, sentences: 0, errors: [] };
 
@@ -95,7 +96,7 @@ function play(samples, rate) {
 
 // ---- voice box mode ----------------------------------------------------------------------------
 function runVoicebox(cfg, deviceId) {
-  const ws = new WebSocket(`ws://${location.hostname}:${cfg.device_port}${cfg.device_path}`);
+  const ws = new WebSocket(`${WS}//${location.host}${cfg.device_path}`);
   ws.binaryType = "arraybuffer";
   const streams = {}; // stream id -> {rate, t0, runs, text, action, sentiment}
   const stream = (sid) => (streams[sid] = streams[sid] || { rate: OUT_RATE, runs: [], action: null, sentiment: 0 });
@@ -164,7 +165,7 @@ function runVoicebox(cfg, deviceId) {
 // ---- screen mode (Fay messages) ----------------------------------------------------------------
 function runScreen(cfg, device) {
   state.mode = "screen";
-  const ws = new WebSocket(`ws://${location.host}${cfg.screen_path}?device=${encodeURIComponent(device)}`);
+  const ws = new WebSocket(`${WS}//${location.host}${cfg.screen_path}?device=${encodeURIComponent(device)}`);
   ws.onopen = () => setStatus(`watching ${device}`);
   ws.onclose = () => setStatus("disconnected");
   ws.onmessage = (ev) => {
