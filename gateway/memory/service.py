@@ -30,7 +30,7 @@ from gateway.memory.vector_index import CodeIndex
 log = logging.getLogger(__name__)
 _USER = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
 MAX_CONTENT = 4000
-KNN_CANDIDATES = 200  # candidates from the binary codes, rescored exactly (see gateway bench-memory)
+KNN_CANDIDATES = 300  # candidates from the binary codes, rescored exactly (see gateway bench-memory)
 
 
 class Embedder(Protocol):
