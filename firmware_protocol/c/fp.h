@@ -56,6 +56,10 @@ uint16_t fp_crc16(const uint8_t *data, size_t len);
 fp_err_t fp_stream_frame(const uint8_t *msg, size_t len, uint8_t *out, size_t cap,
                          size_t *out_len);
 
+/* Check one frame given without its 00 delimiter, in place: COBS-decode it and check the
+ * CRC; the message bytes are then frame[0..*msg_len). FP_ERR_BAD_FRAMING or FP_ERR_BAD_CRC. */
+fp_err_t fp_stream_payload(uint8_t *frame, size_t len, size_t *msg_len);
+
 /* Decode one frame given without its 00 delimiter, in place: COBS, CRC, then fp_decode.
  * Returns FP_ERR_BAD_FRAMING, FP_ERR_BAD_CRC or what fp_decode returns. */
 fp_err_t fp_stream_unframe(uint8_t *frame, size_t len, fp_msg_t *out);
@@ -76,5 +80,10 @@ void fp_deframer_init(fp_deframer_t *d, uint8_t *buf, size_t cap);
  * just ended (FP_ERR_FRAME_TOO_LARGE is returned once, as soon as the limit is passed, and
  * the rest of that frame is dropped up to the next 00). */
 fp_err_t fp_deframer_push(fp_deframer_t *d, uint8_t byte, fp_msg_t *out);
+
+/* Like fp_deframer_push, without decoding: on FP_OK *msg and *len are the message bytes (CRC
+ * checked, in the deframer's buffer until the next call), e.g. for a link layer that hands
+ * whole messages to the application. */
+fp_err_t fp_deframer_next(fp_deframer_t *d, uint8_t byte, const uint8_t **msg, size_t *len);
 
 #endif

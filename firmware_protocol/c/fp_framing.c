@@ -63,16 +63,25 @@ static fp_err_t cobs_decode(uint8_t *buf, size_t len, size_t *out_len)
     return FP_OK;
 }
 
-fp_err_t fp_stream_unframe(uint8_t *frame, size_t len, fp_msg_t *out)
+fp_err_t fp_stream_payload(uint8_t *frame, size_t len, size_t *msg_len)
 {
     size_t n;
     uint16_t crc;
     fp_err_t err = cobs_decode(frame, len, &n);
+    *msg_len = 0;
     if (err != FP_OK) { return err; }
     if (n < 2u) { return FP_ERR_BAD_FRAMING; }
     crc = (uint16_t)((frame[n - 2u] << 8) | frame[n - 1u]);
     if (crc != fp_crc16(frame, n - 2u)) { return FP_ERR_BAD_CRC; }
-    return fp_decode(frame, n - 2u, out);
+    *msg_len = n - 2u;
+    return FP_OK;
+}
+
+fp_err_t fp_stream_unframe(uint8_t *frame, size_t len, fp_msg_t *out)
+{
+    size_t n;
+    fp_err_t err = fp_stream_payload(frame, len, &n);
+    return err != FP_OK ? err : fp_decode(frame, n, out);
 }
 
 void fp_deframer_init(fp_deframer_t *d, uint8_t *buf, size_t cap)
@@ -83,15 +92,16 @@ void fp_deframer_init(fp_deframer_t *d, uint8_t *buf, size_t cap)
     d->discarding = false;
 }
 
-fp_err_t fp_deframer_push(fp_deframer_t *d, uint8_t byte, fp_msg_t *out)
+fp_err_t fp_deframer_next(fp_deframer_t *d, uint8_t byte, const uint8_t **msg, size_t *len)
 {
     if (byte == 0u) {
-        size_t len = d->len;
+        size_t n = d->len;
         bool dropped = d->discarding;
         d->len = 0;
         d->discarding = false;
-        if (dropped || len == 0u) { return FP_PENDING; }
-        return fp_stream_unframe(d->buf, len, out);
+        if (dropped || n == 0u) { return FP_PENDING; }
+        *msg = d->buf;
+        return fp_stream_payload(d->buf, n, len);
     }
     if (d->discarding) { return FP_PENDING; }
     if (d->len >= d->cap) {
@@ -101,4 +111,12 @@ fp_err_t fp_deframer_push(fp_deframer_t *d, uint8_t byte, fp_msg_t *out)
     }
     d->buf[d->len++] = byte;
     return FP_PENDING;
+}
+
+fp_err_t fp_deframer_push(fp_deframer_t *d, uint8_t byte, fp_msg_t *out)
+{
+    const uint8_t *msg;
+    size_t len;
+    fp_err_t err = fp_deframer_next(d, byte, &msg, &len);
+    return err != FP_OK ? err : fp_decode(msg, len, out);
 }

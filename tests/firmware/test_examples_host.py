@@ -144,3 +144,47 @@ def test_examples_portable_logic_cross_compiles_warning_free_for_rv32imc(tmp_pat
     assert done.returncode == 0 and "warning" not in out.lower(), out
     for unit in ("device", "voice_box", "servo_motion", "servo_robot", "bp_outbox", "bp_sensor"):
         assert re.search(rf"^\s*\d+\s+\d+\s+\d+\s+\d+\s+\w+\s+\S*/{unit}\.o$", out, re.M), out
+
+
+@pytest.fixture
+def serial_cable(tmp_path: Path):
+    """A virtual serial cable (socat pty pair): (gateway end, device end)."""
+    if shutil.which("socat") is None:
+        pytest.skip("needs socat (Debian package socat)")
+    gw_end, dev_end = tmp_path / "ttyGW", tmp_path / "ttyDEV"
+    proc = subprocess.Popen(["socat", "-d", "-d", f"pty,raw,echo=0,link={gw_end}", f"pty,raw,echo=0,link={dev_end}"],
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    assert proc.stderr is not None
+    for line in proc.stderr:  # both ptys exist once socat says this
+        if "starting data transfer loop" in line:
+            break
+    yield gw_end, dev_end
+    proc.terminate()
+    proc.wait(10)
+
+
+@pytest.mark.models
+@pytest.mark.asyncio(loop_scope="session")
+async def test_host_bp_sensor_on_a_serial_line_frames_with_the_c_codec_and_retries_until_acked(
+    serial_cable, runner, host_bin, tmp_path
+):
+    from gateway.app import Gateway
+    from gateway.config import parse_config
+    from gateway.links.serial_link import SerialLink, SerialPort
+
+    gw_end, dev_end = serial_cable
+    cfg = parse_config({"devices": {"database": str(tmp_path / "g.db")}}, ROOT)
+    ready = asyncio.Event()
+    task = asyncio.create_task(Gateway(cfg, runner, [SerialLink([SerialPort(str(gw_end))])]).serve(ready))
+    try:
+        await asyncio.wait_for(ready.wait(), 10)
+        code, log = await run_host(host_bin / "bp_sensor_serial_host", f"serial://{dev_end}", "uart-bp-c",
+                                   tmp_path / "seq", "--lose-acks", "1", "131/85/77", "119/78")  # fmt: skip
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    assert code == 0, log
+    assert "resend seq 1 (attempt 2)" in log and "ack seq 1 duplicate" in log, log
+    assert "ack seq 2 stored" in log and "frame dropped" not in log, log
+    assert "1 stored, 1 duplicate, 0 rejected, 1 resent, next seq 3" in log, log
