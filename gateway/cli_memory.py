@@ -81,7 +81,7 @@ def _cmd_mcp(args: argparse.Namespace, cfg: GatewayConfig) -> int:
 def _cmd_bench_memory(args: argparse.Namespace, cfg: GatewayConfig) -> int:
     from gateway.memory.bench import run_bench_memory
 
-    return run_bench_memory(tuple(args.sizes), args.writes, args.json)
+    return run_bench_memory(cfg, tuple(args.sizes), args.writes, args.json)
 
 
 def add_memory_parsers(sub: Any, common: argparse.ArgumentParser) -> None:

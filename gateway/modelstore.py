@@ -70,7 +70,7 @@ class ModelFile(_Strict):
 
 class ModelEntry(_Strict):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")
-    kind: Literal["vad", "asr", "tts"]
+    kind: Literal["vad", "asr", "tts", "embedding"]
     description: str
     homepage: str
     licence: dict[str, str]

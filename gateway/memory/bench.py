@@ -19,6 +19,7 @@ import json
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -105,14 +106,12 @@ async def _measure(memory: MemoryService, queries: np.ndarray) -> dict:
             "recall_at_10": round(float(np.mean(recalls)), 3), "numpy_exact_p50_ms": round(_pct(exact_ms, 50), 2)}
 
 
-async def bench(sizes: tuple[int, ...], writes: int, db_dir: Path, out=print,
+async def bench(embedder: Any, sizes: tuple[int, ...], writes: int, db_dir: Path, out=print,
                 candidates: tuple[int, ...] = (200, 300)) -> dict:
-    from gateway.engines.minilm_embed import MiniLmEmbedder
-
     results: dict = {"method": __doc__.split("Method (printed with the figures):")[1].strip()}
     rng = np.random.default_rng(7)
     sentences = _sentences(max(sizes), rng)
-    async with MemoryService(db_dir / "bench.db", MiniLmEmbedder) as memory:
+    async with MemoryService(db_dir / "bench.db", embedder) as memory:
         t = time.perf_counter()
         for text in sentences[:writes]:
             await memory.remember("writer", text)
@@ -142,9 +141,15 @@ async def bench(sizes: tuple[int, ...], writes: int, db_dir: Path, out=print,
     return results
 
 
-def run_bench_memory(sizes: tuple[int, ...] = (10_000, 100_000), writes: int = 300, as_json: bool = False) -> int:
+def run_bench_memory(cfg: Any, sizes: tuple[int, ...] = (10_000, 100_000), writes: int = 300,
+                     as_json: bool = False) -> int:
+    from gateway.engines.minilm_embed import MiniLmEmbedder
+    from gateway.modelstore import ModelStore
+
+    store = ModelStore(cfg)
     with tempfile.TemporaryDirectory(prefix="memory-bench-") as tmp:
-        results = asyncio.run(bench(sizes, writes, Path(tmp), out=(lambda line: None) if as_json else print))
+        results = asyncio.run(bench(lambda: MiniLmEmbedder.from_store(store), sizes, writes, Path(tmp),
+                                    out=(lambda line: None) if as_json else print))
     if as_json:
         print(json.dumps(results, indent=2))
     return 0

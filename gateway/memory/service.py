@@ -83,9 +83,10 @@ class MemoryService:
     def from_config(cls, cfg: Any, clock: Callable[[], float] = time.time,
                     progress: Callable[[str], None] = lambda line: None) -> "MemoryService":
         from gateway.engines.minilm_embed import load_embedder
+        from gateway.modelstore import ModelStore
 
         m = cfg.memory
-        return cls(cfg.path(m.path), lambda: load_embedder(m.embedding), users=m.users, default_user=m.default_user,
+        return cls(cfg.path(m.path), lambda: load_embedder(m.embedding, ModelStore(cfg)), users=m.users, default_user=m.default_user,
                    isolate_by_user=m.isolate_by_user, search_weights=m.search_weights,
                    conversation_weights=m.conversation_weights, half_life_h=m.recency_half_life_h,
                    clock=clock, progress=progress)

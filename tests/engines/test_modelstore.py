@@ -43,7 +43,7 @@ def test_prepare_twice_changes_nothing_and_says_so(tmp_path: Path, make_config) 
     store.prepare(None, lines.append)
     after = {p: p.lstat().st_mtime_ns for p in (tmp_path / "prepared").rglob("*")}
     assert before == after
-    assert len(lines) == 3 and all("already prepared, checksums OK" in line for line in lines)
+    assert len(lines) == 5 and all("already prepared, checksums OK" in line for line in lines)
     assert store.verify() == []
 
 
@@ -68,6 +68,8 @@ def test_verify_reports_models_that_are_not_prepared(tmp_path: Path, make_config
         "silero-vad: not prepared",
         "moonshine-base-en: not prepared",
         "piper-joe-medium: not prepared",
+        "all-minilm-l6-v2-int8: not prepared",
+        "all-minilm-l6-v2-tokenizer: not prepared",
     ]
 
 
@@ -76,15 +78,16 @@ def test_path_of_prepares_on_first_use(tmp_path: Path, make_config) -> None:
     assert not store.is_prepared("silero-vad")
     folder = store.path_of("silero-vad")
     assert (folder / "silero_vad.onnx").is_file()
-    assert [s.prepared for s in store.list()] == [True, False, False]
+    assert [s.prepared for s in store.list()] == [True, False, False, False, False]
 
 
 def test_list_names_every_model_with_kind_and_size(tmp_path: Path, make_config) -> None:
     statuses = ModelStore(make_config(tmp_path)).list()
     assert [(s.name, s.kind) for s in statuses] == [
         ("silero-vad", "vad"), ("moonshine-base-en", "asr"), ("piper-joe-medium", "tts"),
+        ("all-minilm-l6-v2-int8", "embedding"), ("all-minilm-l6-v2-tokenizer", "embedding"),
     ]
-    assert all(s.size > 1_000_000 and s.path.parent == tmp_path / "prepared" for s in statuses)
+    assert all(s.size > 100_000 and s.path.parent == tmp_path / "prepared" for s in statuses)
 
 
 def test_tokens_txt_has_32000_lines_that_round_trip_the_tokenizer(store: ModelStore) -> None:

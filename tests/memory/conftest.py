@@ -9,7 +9,11 @@ import pytest
 import pytest_asyncio
 
 from gateway.engines.minilm_embed import MiniLmEmbedder
+from gateway.config import parse_config
 from gateway.memory.service import MemoryService
+from gateway.modelstore import ModelStore
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class FakeClock:
@@ -38,7 +42,7 @@ class SharedEmbedder:
 
 @pytest.fixture(scope="session")
 def embedder() -> SharedEmbedder:
-    return SharedEmbedder(MiniLmEmbedder())
+    return SharedEmbedder(MiniLmEmbedder.from_store(ModelStore(parse_config({}, ROOT))))
 
 
 @pytest.fixture
