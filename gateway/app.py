@@ -34,6 +34,7 @@ from gateway.memory.scheduler import MemoryScheduler
 from gateway.memory.service import MemoryService
 from gateway.memory.store import Node
 from gateway.mcp_server.devices import GatewayDevices
+from gateway.links.mqtt import MqttLink
 from gateway.links.serial_link import SerialLink, SerialPort
 from gateway.links.websocket import WebSocketLink
 from gateway.modelstore import ModelStore
@@ -76,13 +77,17 @@ class Gateway:
         if self.cfg.devices.open_enrolment:
             log.warning("devices.open_enrolment is on: unregistered devices may connect (fine on a trusted LAN)")
         self.readings = ReadingService(self.db, self.bus)
+        self.auth = Authenticator(self.db, self.cfg.devices.open_enrolment)
+        for link in self.links:
+            if isinstance(link, MqttLink):  # the embedded broker checks logins against the registry
+                link.credential_check = self.auth.check_credentials
         self.services = SessionServices(
             cfg=self.cfg,
             runner=self.runner,
             brain=self.brain,
             registry=self.registry,
             on_metrics=self.on_metrics,
-            auth=Authenticator(self.db, self.cfg.devices.open_enrolment),
+            auth=self.auth,
             readings=self.readings,
             expression=ExpressionService.from_config(self.cfg, self.bus),
         )
@@ -148,6 +153,11 @@ def default_links(cfg: GatewayConfig) -> list[DeviceLink]:
     if cfg.serial.ports:
         ports = [SerialPort(p.port, p.baud) for p in cfg.serial.ports]
         links.append(SerialLink(ports, s.max_frame_bytes))
+    if cfg.mqtt.enabled:
+        m = cfg.mqtt
+        links.append(MqttLink(m.host or s.host, m.port, topic_prefix=m.topic_prefix, protocol=m.protocol,
+                              client_id=m.client_id, username=m.username or None, password=m.password or None,
+                              max_frame_bytes=s.max_frame_bytes, embedded=not m.host))
     return links
 
 

@@ -164,6 +164,23 @@ class SerialConfig(_Section):
     ports: tuple[SerialPortConfig, ...] = ()
 
 
+class MqttConfig(_Section):
+    enabled: bool = True
+    host: str = ""  # empty: the embedded broker; else an external broker's host name
+    port: int = Field(1883, ge=0, le=65535)
+    topic_prefix: str = Field("gw", pattern=r"^[A-Za-z0-9_.-]{1,32}$")
+    protocol: Literal["3.1.1", "5"] = "3.1.1"
+    username: str = ""
+    password: str = ""
+    client_id: str = Field("edge-gateway", min_length=1, max_length=23)
+
+    @model_validator(mode="after")
+    def _embedded_speaks_311(self) -> "MqttConfig":
+        if not self.host and self.protocol != "3.1.1":
+            raise ValueError("the embedded broker speaks MQTT 3.1.1 only: set mqtt.protocol to 3.1.1 or mqtt.host to an external broker")
+        return self
+
+
 class LoggingConfig(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
@@ -203,6 +220,7 @@ class GatewayConfig(_Section):
     screens: ScreensConfig = ScreensConfig()
     devices: DevicesConfig = DevicesConfig()
     serial: SerialConfig = SerialConfig()
+    mqtt: MqttConfig = MqttConfig()
     memory: MemoryConfig = MemoryConfig()
     mcp: McpConfig = McpConfig()
     logging: LoggingConfig = LoggingConfig()

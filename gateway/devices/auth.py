@@ -101,3 +101,10 @@ class Authenticator:
             )
         log.warning("%s: unregistered device %s let in because devices.open_enrolment is on "
                     "(turn it off outside a trusted LAN)", peer, hello.device_id)
+
+    async def check_credentials(self, username: str | None, password: str | None) -> bool:
+        """For a broker login (username = device id, password = token): may this client connect?"""
+        if username is None:
+            return self.open_enrolment
+        known = await self._db.run(check_token, username, password or "")
+        return known if known is not None else self.open_enrolment

@@ -1,0 +1,223 @@
+"""MQTT device link: the gateway is one MQTT client; each device is a topic prefix.
+
+Topics (PROTOCOL.md, "MQTT"), with `P` = mqtt.topic_prefix and `D` = the device id:
+
+- `P/D/up`     device -> gateway, one message per publish (QoS 0 for audio, QoS 1 otherwise)
+- `P/D/down`   gateway -> device, one message per publish (QoS 0 for audio, QoS 1 otherwise)
+- `P/D/status` `online` / `offline`, retained; the device's last will is `offline`
+
+The gateway subscribes to `P/+/up` and `P/+/status` with a persistent session, so QoS 1 messages
+sent while it was away are delivered when it is back. A device's first message opens a session
+(run by the core like any other connection); `offline` or a broker disconnect ends it. Each
+device has a bounded inbox: when the core falls behind, new messages are dropped and counted
+(audio is real-time anyway; an unacked SensorReading is resent by the device).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+
+import paho.mqtt.client as paho
+
+from firmware_protocol import AudioChunk, Message, ProtocolError, decode, encode
+from firmware_protocol.messages import DEVICE_ID_PATTERN
+from gateway.links.base import ConnectionHandler, LinkClosed
+from gateway.links.mqtt_broker import CredentialCheck, EmbeddedBroker
+from gateway.links.mqtt_client import AsyncPaho, MqttConnectError
+
+log = logging.getLogger(__name__)
+
+RECONNECT_FIRST_S = 0.2
+RECONNECT_MAX_S = 10.0
+INBOX_SIZE = 256
+
+
+def qos_for(message: Message) -> int:
+    """Audio at QoS 0 (late audio is useless), everything else at QoS 1."""
+    return 0 if isinstance(message, AudioChunk) else 1
+
+
+class MqttDeviceConnection:
+    """The gateway's view of one device reachable under `P/D/`."""
+
+    def __init__(self, link: "MqttLink", device_id: str) -> None:
+        self.peer = f"mqtt {device_id}"
+        self.device_id = device_id
+        self._link = link
+        self._inbox: deque[Message | ProtocolError] = deque()
+        self._ready = asyncio.Event()
+        self._closed: str | None = None
+        self.dropped = 0
+
+    def deliver(self, item: Message | ProtocolError) -> None:
+        if len(self._inbox) >= INBOX_SIZE:
+            self.dropped += 1
+            if self.dropped in (1, 10, 100) or self.dropped % 1000 == 0:
+                log.warning("%s: inbox full, dropped %d messages so far", self.peer, self.dropped)
+            return
+        self._inbox.append(item)
+        self._ready.set()
+
+    def end(self, reason: str) -> None:
+        if self._closed is None:
+            self._closed = reason
+        self._ready.set()
+
+    async def receive(self) -> Message | ProtocolError:
+        while not self._inbox:
+            if self._closed is not None:
+                raise LinkClosed(self._closed)
+            self._ready.clear()
+            await self._ready.wait()
+        return self._inbox.popleft()
+
+    async def send(self, message: Message) -> None:
+        if self._closed is not None:
+            raise LinkClosed(self._closed)
+        self._link.publish_down(self.device_id, message)
+
+    async def close(self, reason: str = "") -> None:
+        self.end(reason or "closed")
+        self._link.forget(self)
+
+
+class MqttLink:
+    name = "mqtt"
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        topic_prefix: str = "gw",
+        protocol: str = "3.1.1",
+        client_id: str = "edge-gateway",
+        username: str | None = None,
+        password: str | None = None,
+        max_frame_bytes: int = 65536,
+        embedded: bool = False,
+    ) -> None:
+        """`embedded`: run the broker in-process on host:port (the link then logs in to it)."""
+        self.host, self.port = host, port
+        self.embedded = embedded
+        self.credential_check: CredentialCheck = _open_door  # the gateway hands in its Authenticator
+        self.prefix = topic_prefix
+        self.protocol = protocol
+        self.client_id = client_id
+        self.username, self.password = username, password
+        self.max_frame_bytes = max_frame_bytes
+        self.connections: dict[str, MqttDeviceConnection] = {}
+        self.connects = 0  # successful (re)connections to the broker
+        self.connected = asyncio.Event()  # set while connected to the broker
+        self._client: AsyncPaho | None = None
+        self._handler: ConnectionHandler | None = None
+        self._tg: asyncio.TaskGroup | None = None
+
+    def _subscribe(self) -> None:
+        assert self._client is not None
+        self._client.subscribe(f"{self.prefix}/+/up", 1)
+        self._client.subscribe(f"{self.prefix}/+/status", 1)
+
+    def _on_message(self, msg: paho.MQTTMessage) -> None:
+        parts = msg.topic.split("/")
+        if len(parts) != 3 or parts[0] != self.prefix:
+            return
+        device_id, channel = parts[1], parts[2]
+        if not _valid_device_id(device_id):
+            log.warning("mqtt: ignored a publish on %s: not a valid device id", msg.topic)
+            return
+        if channel == "status":
+            if msg.payload == b"offline" and (conn := self.connections.get(device_id)):
+                conn.end("device went offline")
+            return
+        conn = self.connections.get(device_id)
+        if conn is None:
+            conn = self.connections[device_id] = MqttDeviceConnection(self, device_id)
+            assert self._tg is not None and self._handler is not None
+            self._tg.create_task(self._handler(conn), name=f"mqtt {device_id}")
+        if len(msg.payload) > self.max_frame_bytes:
+            conn.deliver(ProtocolError("frame-too-large", f"publish of {len(msg.payload)} bytes exceeds {self.max_frame_bytes}"))
+            return
+        try:
+            conn.deliver(decode(msg.payload))
+        except ProtocolError as exc:
+            conn.deliver(exc)
+
+    def publish_down(self, device_id: str, message: Message) -> None:
+        if self._client is None:
+            raise LinkClosed("not connected to the broker")
+        self._client.publish(f"{self.prefix}/{device_id}/down", encode(message), qos_for(message))
+
+    def _broker_host(self) -> str:
+        if self.embedded and self.host in ("", "0.0.0.0", "::"):
+            return "127.0.0.1"
+        return self.host
+
+    def forget(self, conn: MqttDeviceConnection) -> None:
+        if self.connections.get(conn.device_id) is conn:
+            del self.connections[conn.device_id]
+
+    async def serve(self, handler: ConnectionHandler, ready: asyncio.Event | None = None) -> None:
+        self._handler = handler
+        broker = None
+        if self.embedded:
+            broker = EmbeddedBroker(self.host, self.port, self.prefix, self.credential_check)
+            try:
+                await broker.start()
+            except Exception as exc:  # amqtt raises BrokerError wrapping the OSError
+                log.error("mqtt: the embedded broker cannot listen on %s:%d (%s). MQTT devices cannot connect; "
+                          "change mqtt.port or set mqtt.host to an external broker", self.host, self.port, exc)
+                if ready is not None:
+                    ready.set()
+                return
+            self.port = broker.port
+            self.username, self.password = broker.gateway_user, broker.gateway_password
+        try:
+            async with asyncio.TaskGroup() as tg:
+                self._tg = tg
+                await self._supervise(ready)
+        finally:
+            if broker is not None:
+                await broker.stop()
+
+    async def _supervise(self, ready: asyncio.Event | None) -> None:
+        """Connect, stay connected, reconnect with back-off; devices' sessions end on each loss."""
+        delay = RECONNECT_FIRST_S
+        self._client = AsyncPaho(self.client_id, self._on_message, protocol=self.protocol, username=self.username,
+                                 password=self.password, persistent=True, on_connect=self._subscribe)
+        while True:
+            try:
+                await self._client.connect(self._broker_host(), self.port)
+            except MqttConnectError as exc:
+                log.warning("mqtt: %s; retrying in %.1f s", exc, delay)
+                if ready is not None:
+                    ready.set()  # the gateway runs; this link joins when the broker is back
+                await asyncio.sleep(delay)  # reconnect back-off
+                delay = min(delay * 2, RECONNECT_MAX_S)
+                continue
+            self.connects += 1
+            self.connected.set()
+            delay = RECONNECT_FIRST_S
+            log.info("mqtt: connected to %s:%d (MQTT %s), topics %s/+/up", self.host, self.port, self.protocol, self.prefix)
+            if ready is not None:
+                ready.set()
+            try:
+                await self._client.disconnected.wait()
+            except asyncio.CancelledError:
+                await self._client.disconnect()
+                raise
+            self.connected.clear()
+            # Device sessions live on: the persistent session delivers what was queued meanwhile.
+            log.warning("mqtt: lost the broker %s:%d; reconnecting", self.host, self.port)
+
+
+async def _open_door(username: str | None, password: str | None) -> bool:
+    return True
+
+
+def _valid_device_id(device_id: str) -> bool:
+    import re
+
+    return re.fullmatch(DEVICE_ID_PATTERN, device_id) is not None

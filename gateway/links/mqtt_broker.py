@@ -1,0 +1,98 @@
+"""The embedded MQTT broker (amqtt, pure-Python asyncio, MQTT 3.1.1) with per-device auth + ACL.
+
+`gateway run` starts it when no external broker is configured, so an MQTT device needs nothing
+else installed. Devices log in with username = device id and password = the device's token
+(`gateway devices add`); the gateway itself logs in with a random secret made at start-up. A
+device may only publish `P/<its id>/up|status` and subscribe `P/<its id>/down`. With open
+enrolment an unregistered device (or an anonymous client) is let in, still confined to its own
+prefix when it gives a username.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from amqtt.broker import Broker
+from amqtt.contexts import Action
+from amqtt.plugins.base import BaseAuthPlugin, BaseTopicPlugin
+from amqtt.session import Session
+
+log = logging.getLogger(__name__)
+
+# (username or None, password or None) -> allowed?
+CredentialCheck = Callable[[str | None, str | None], Awaitable[bool]]
+
+
+class DeviceAuthPlugin(BaseAuthPlugin):
+    @dataclass
+    class Config:
+        check: Any = None  # a CredentialCheck, handed in by EmbeddedBroker
+
+    async def authenticate(self, *, session: Session) -> bool | None:
+        ok = await self.context.config.check(session.username, session.password)
+        if not ok:
+            log.warning("mqtt broker: auth-failed: client %s (user %s) refused", session.client_id, session.username)
+        return ok
+
+
+class DeviceTopicPlugin(BaseTopicPlugin):
+    @dataclass
+    class Config:
+        prefix: str = "gw"
+        gateway_user: str = ""
+
+    async def topic_filtering(
+        self, *, session: Session | None = None, topic: str | None = None, action: Action | None = None
+    ) -> bool | None:
+        cfg = self.context.config
+        user = session.username if session is not None else None
+        if user == cfg.gateway_user:
+            return True
+        if topic is None:
+            return False
+        parts = topic.split("/")
+        if len(parts) != 3 or parts[0] != cfg.prefix or (user is not None and parts[1] != user):
+            allowed = False
+        elif action == Action.PUBLISH:
+            allowed = parts[2] in ("up", "status")
+        else:  # SUBSCRIBE / RECEIVE
+            allowed = parts[2] == "down"
+        if not allowed:
+            log.warning("mqtt broker: client %s (user %s) may not %s %s", getattr(session, "client_id", "?"), user, action, topic)
+        return allowed
+
+
+class EmbeddedBroker:
+    def __init__(self, host: str, port: int, prefix: str, device_check: CredentialCheck) -> None:
+        self.host, self.port = host, port
+        self.gateway_user = "edge-gateway"
+        self.gateway_password = secrets.token_urlsafe(24)
+        self._device_check = device_check
+        self._broker = Broker(
+            {
+                "listeners": {"default": {"type": "tcp", "bind": f"{host}:{port}"}},
+                "plugins": {
+                    f"{__name__}.DeviceAuthPlugin": {"check": self._check},
+                    f"{__name__}.DeviceTopicPlugin": {"prefix": prefix, "gateway_user": self.gateway_user},
+                },
+            }
+        )
+
+    async def _check(self, username: str | None, password: str | None) -> bool:
+        if username == self.gateway_user:
+            return hmac.compare_digest(password or "", self.gateway_password)
+        return await self._device_check(username, password)
+
+    async def start(self) -> None:
+        await self._broker.start()
+        server = self._broker._servers["default"]  # the bound port, when port 0 was asked for
+        self.port = server.instance.sockets[0].getsockname()[1]
+        log.info("mqtt broker (embedded) listening on %s:%d", self.host, self.port)
+
+    async def stop(self) -> None:
+        await self._broker.shutdown()

@@ -1,0 +1,145 @@
+"""paho-mqtt 2.x driven by the asyncio event loop: no `loop_start()` thread, no locks.
+
+paho's socket is watched with the loop's reader/writer callbacks (`loop_read` / `loop_write`),
+and a small task runs `loop_misc` (keep-alive pings, retries) once a second. So paho's callbacks
+run on the event loop thread, in order, and can touch asyncio objects directly. Used by the
+gateway's MQTT link and by MQTT devices (the simulator, tests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import paho.mqtt.client as paho
+from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
+log = logging.getLogger(__name__)
+
+SESSION_EXPIRY_S = 24 * 3600  # MQTT 5: how long the broker keeps a persistent session
+
+
+class MqttConnectError(Exception):
+    """The broker refused or could not be reached; str() says why."""
+
+
+@dataclass(frozen=True)
+class Will:
+    topic: str
+    payload: bytes
+    qos: int = 1
+    retain: bool = True
+
+
+OnMessage = Callable[[paho.MQTTMessage], None]
+
+
+class AsyncPaho:
+    def __init__(
+        self,
+        client_id: str,
+        on_message: OnMessage,
+        *,
+        protocol: str = "3.1.1",
+        username: str | None = None,
+        password: str | None = None,
+        persistent: bool = True,
+        will: Will | None = None,
+        on_connect: Callable[[], None] | None = None,
+    ) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._v5 = protocol == "5"
+        kwargs = {} if self._v5 else {"clean_session": not persistent}
+        self.client = paho.Client(
+            CallbackAPIVersion.VERSION2,
+            client_id=client_id,
+            protocol=paho.MQTTv5 if self._v5 else paho.MQTTv311,
+            **kwargs,
+        )
+        self.persistent = persistent
+        self.client.max_queued_messages_set(1000)  # QoS 1 messages kept while offline (bounded)
+        if username:
+            self.client.username_pw_set(username, password)
+        if will is not None:
+            self.client.will_set(will.topic, will.payload, will.qos, will.retain)
+        self._on_user_connect = on_connect
+        self.client.on_message = lambda c, u, msg: on_message(msg)
+        self.client.on_connect = self._on_connect
+        self.client.on_disconnect = self._on_disconnect
+        self.client.on_socket_open = self._on_socket_open
+        self.client.on_socket_close = self._on_socket_close
+        self.client.on_socket_register_write = lambda c, u, sock: self._loop.add_writer(sock, c.loop_write)
+        self.client.on_socket_unregister_write = lambda c, u, sock: self._loop.remove_writer(sock)
+        self._connack: asyncio.Future[str | None] | None = None
+        self.disconnected = asyncio.Event()
+        self._misc: asyncio.Task[None] | None = None
+
+    # -- paho callbacks (run on the loop thread) --------------------------------------------------
+
+    def _on_socket_open(self, client: paho.Client, userdata: object, sock: socket.socket) -> None:
+        self._loop.add_reader(sock, client.loop_read)
+        self._misc = self._loop.create_task(self._misc_loop())
+
+    def _on_socket_close(self, client: paho.Client, userdata: object, sock: socket.socket) -> None:
+        self._loop.remove_reader(sock)
+        self._loop.remove_writer(sock)
+        if self._misc is not None:
+            self._misc.cancel()
+
+    def _on_connect(self, client: paho.Client, userdata: object, flags: object, reason: object, props: object) -> None:
+        failed = getattr(reason, "is_failure", False)
+        if self._connack is not None and not self._connack.done():
+            self._connack.set_result(str(reason) if failed else None)
+        if not failed and self._on_user_connect is not None:
+            self._on_user_connect()
+
+    def _on_disconnect(self, client: paho.Client, userdata: object, flags: object, reason: object, props: object) -> None:
+        if self._connack is not None and not self._connack.done():
+            self._connack.set_result(f"disconnected: {reason}")
+        self.disconnected.set()
+
+    async def _misc_loop(self) -> None:
+        while self.client.loop_misc() == paho.MQTT_ERR_SUCCESS:
+            await asyncio.sleep(1)  # paho's timer tick: keep-alive pings and QoS retries
+
+    # -- API ----------------------------------------------------------------------------------------
+
+    async def connect(self, host: str, port: int, keepalive: int = 30, timeout: float = 10) -> None:
+        """Connect and wait for the CONNACK; raises MqttConnectError."""
+        self.disconnected.clear()
+        self._connack = self._loop.create_future()
+        kwargs: dict[str, object] = {}
+        if self._v5:
+            props = Properties(PacketTypes.CONNECT)
+            props.SessionExpiryInterval = SESSION_EXPIRY_S if self.persistent else 0
+            kwargs = {"clean_start": not self.persistent, "properties": props}
+        try:
+            # A TCP connect to a LAN or local broker: quick, done once per (re)connection.
+            self.client.connect(host, port, keepalive, **kwargs)
+        except OSError as exc:
+            raise MqttConnectError(f"cannot reach {host}:{port}: {exc.strerror or exc}") from None
+        try:
+            async with asyncio.timeout(timeout):
+                refused = await self._connack
+        except TimeoutError:
+            self.client.disconnect()
+            raise MqttConnectError(f"no CONNACK from {host}:{port} within {timeout:.0f} s") from None
+        if refused:
+            self.client.disconnect()
+            raise MqttConnectError(f"{host}:{port} refused the connection: {refused}")
+
+    def subscribe(self, topic: str, qos: int = 1) -> None:
+        self.client.subscribe(topic, qos)
+
+    def publish(self, topic: str, payload: bytes, qos: int = 0, retain: bool = False) -> None:
+        self.client.publish(topic, payload, qos, retain)
+
+    async def disconnect(self) -> None:
+        if self.client.is_connected():
+            self.client.disconnect()
+            await asyncio.wait_for(self.disconnected.wait(), 5)

@@ -1,0 +1,172 @@
+"""The MQTT link against real brokers: the embedded amqtt broker and an external mosquitto."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from firmware_protocol import (
+    Error,
+    Hello,
+    ReadingAck,
+    ReadingStatus,
+    SensorReading,
+    Welcome,
+    decode,
+    encode,
+)
+from gateway.app import Gateway
+from gateway.config import parse_config
+from gateway.devices.auth import add_device
+from gateway.links.mqtt import MqttLink
+from gateway.links.mqtt_client import MqttConnectError
+from gateway.links.mqtt_device import MqttDevice
+
+pytestmark = [pytest.mark.models, pytest.mark.asyncio(loop_scope="session")]
+ROOT = Path(__file__).resolve().parents[2]
+HUMID = (("percent", "%", 45.0),)
+
+
+async def recv(dev, timeout: float = 5):
+    return await asyncio.wait_for(dev.receive(), timeout)
+
+
+async def start_gateway(link: MqttLink, runner, tmp_path: Path, open_enrolment: bool):
+    cfg = parse_config({"server": {"hello_timeout_s": 5},
+                        "devices": {"database": str(tmp_path / "g.db"), "open_enrolment": open_enrolment}}, ROOT)
+    gateway = Gateway(cfg, runner, [link])
+    ready = asyncio.Event()
+    task = asyncio.create_task(gateway.serve(ready))
+    await asyncio.wait_for(ready.wait(), 10)
+    await asyncio.wait_for(link.connected.wait(), 10)
+    return gateway, task
+
+
+async def stop(task: asyncio.Task) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def embedded(runner, tmp_path) -> AsyncIterator[tuple[Gateway, MqttLink]]:
+    link = MqttLink("127.0.0.1", 0, embedded=True)
+    gateway, task = await start_gateway(link, runner, tmp_path, open_enrolment=False)
+    yield gateway, link
+    await stop(task)
+
+
+async def test_a_registered_device_logs_in_to_the_embedded_broker_and_its_reading_is_acked(embedded):
+    gateway, link = embedded
+    token = await gateway.db.run(add_device, "mqtt-bp", "")
+    dev = MqttDevice("mqtt-bp", token)
+    await dev.connect("127.0.0.1", link.port)
+    await dev.send(Hello(device_id="mqtt-bp", token=token))
+    assert isinstance(await recv(dev), Welcome)
+    await dev.send(SensorReading(1, "humidity", 0, HUMID))
+    ack = await recv(dev)
+    assert isinstance(ack, ReadingAck) and ack.status == ReadingStatus.STORED
+    await dev.close()
+
+
+@pytest.mark.parametrize(("device_id", "register"), [("mqtt-wrong", True), ("mqtt-stranger", False)])
+async def test_the_embedded_broker_refuses_a_wrong_token_or_an_unknown_device(embedded, caplog, device_id, register):
+    gateway, link = embedded
+    if register:
+        await gateway.db.run(add_device, device_id, "")
+    with caplog.at_level(logging.WARNING), pytest.raises(MqttConnectError, match="refused"):
+        await MqttDevice(device_id, "not-the-token").connect("127.0.0.1", link.port)
+    assert f"auth-failed: client {device_id} (user {device_id}) refused" in caplog.text
+
+
+async def test_a_device_cannot_publish_under_another_devices_topics(embedded, caplog):
+    gateway, link = embedded
+    token = await gateway.db.run(add_device, "mqtt-a", "")
+    dev = MqttDevice("mqtt-a", token)
+    await dev.connect("127.0.0.1", link.port)
+    with caplog.at_level(logging.WARNING):
+        dev._client.publish("gw/mqtt-b/up", encode(Hello(device_id="mqtt-b")), 1)
+        await dev.send(Hello(device_id="mqtt-a", token=token))  # published after, so answered after
+        assert isinstance(await recv(dev), Welcome)
+    assert "may not publish gw/mqtt-b/up" in caplog.text
+    assert "mqtt-b" not in link.connections
+    await dev.close()
+
+
+needs_clients = pytest.mark.skipif(shutil.which("mosquitto_pub") is None, reason="needs mosquitto-clients")
+
+
+@needs_clients
+async def test_mosquitto_command_line_clients_talk_to_the_gateway_through_an_external_mosquitto(mosquitto, runner, tmp_path):
+    link = MqttLink("127.0.0.1", mosquitto.port)
+    _, task = await start_gateway(link, runner, tmp_path, open_enrolment=True)
+    broker = ["-h", "127.0.0.1", "-p", str(mosquitto.port)]
+    # A retained probe on a second topic: its arrival shows that the subscriptions are in place.
+    probe = await asyncio.create_subprocess_exec("mosquitto_pub", *broker, "-t", "probe/cli-dev", "-r", "-m", "ready")
+    assert await probe.wait() == 0
+    sub = await asyncio.create_subprocess_exec(
+        "mosquitto_sub", *broker, "-t", "probe/cli-dev", "-t", "gw/cli-dev/down", "-q", "1", "-C", "3", "-F", "%t %x",
+        stdout=asyncio.subprocess.PIPE)
+    try:
+        async with asyncio.timeout(10):
+            line = await sub.stdout.readline()
+            assert line.startswith(b"probe/cli-dev"), f"mosquitto_sub: {line!r} (exit code {sub.returncode})"
+            for i, msg in enumerate([Hello(device_id="cli-dev"), SensorReading(3, "humidity", 0, HUMID)]):
+                payload = tmp_path / f"m{i}.bin"
+                payload.write_bytes(encode(msg))
+                pub = await asyncio.create_subprocess_exec("mosquitto_pub", *broker, "-t", "gw/cli-dev/up", "-q", "1", "-f", str(payload))
+                assert await pub.wait() == 0
+            replies = []
+            while len(replies) < 2:
+                line = await sub.stdout.readline()
+                assert line, f"mosquitto_sub ended early (exit code {await sub.wait()})"
+                replies.append(decode(bytes.fromhex(line.split()[1].decode())))
+        assert isinstance(replies[0], Welcome)
+        assert isinstance(replies[1], ReadingAck) and (replies[1].seq, replies[1].status) == (3, ReadingStatus.STORED)
+    finally:
+        if sub.returncode is None:
+            sub.kill()
+        await sub.wait()
+        await stop(task)
+
+
+async def test_the_gateway_reconnects_after_mosquitto_restarts_and_gets_what_was_sent_meanwhile(mosquitto, runner, tmp_path):
+    link = MqttLink("127.0.0.1", mosquitto.port)
+    gateway, task = await start_gateway(link, runner, tmp_path, open_enrolment=True)
+    dev = MqttDevice("restart-dev")
+    try:
+        await dev.connect("127.0.0.1", mosquitto.port)
+        await dev.send(Hello(device_id="restart-dev"))
+        assert isinstance(await recv(dev), Welcome)
+
+        mosquitto.stop()
+        await asyncio.wait_for(dev._client.disconnected.wait(), 10)
+        mosquitto.start()
+        await asyncio.wait_for(link.connected.wait(), 15)  # cleared on loss, set again on reconnect
+        assert link.connects == 2
+        await dev.connect("127.0.0.1", mosquitto.port)
+        await dev.send(Hello(device_id="restart-dev"))  # a device says Hello after every (re)connect
+        assert isinstance(await recv(dev), Welcome)
+        await dev.send(SensorReading(10, "humidity", 0, HUMID))
+        ack = await recv(dev)
+        assert isinstance(ack, ReadingAck) and (ack.seq, ack.status) == (10, ReadingStatus.STORED)
+
+        await stop(task)  # the gateway goes away; its persistent session stays on the broker
+        await dev.send(SensorReading(11, "humidity", 0, HUMID))
+        link2 = MqttLink("127.0.0.1", mosquitto.port)
+        _, task = await start_gateway(link2, runner, tmp_path, open_enrolment=True)
+        err = await recv(dev)  # the queued QoS 1 reading reaches the new gateway process...
+        assert isinstance(err, Error) and err.code == "hello-required"
+        await dev.send(Hello(device_id="restart-dev"))  # ...which asks for a Hello; the device resends
+        assert isinstance(await recv(dev), Welcome)
+        await dev.send(SensorReading(11, "humidity", 0, HUMID))
+        assert (await recv(dev)).status == ReadingStatus.STORED
+    finally:
+        await dev.close()
+        await stop(task)
