@@ -95,6 +95,7 @@ def _sim_caps(args: argparse.Namespace) -> int:
 
 
 def _cmd_simulate(args: argparse.Namespace, cfg: GatewayConfig) -> int:
+    from gateway.links.device_side import DEFAULT_URLS
     from gateway.simulate import SimulateError, load_input, simulate, write_wav
 
     def emit(event: dict) -> None:
@@ -112,7 +113,8 @@ def _cmd_simulate(args: argparse.Namespace, cfg: GatewayConfig) -> int:
     try:
         audio, rate = load_input(Path(args.wav) if args.wav else None, args.say, synthesize)
         result = asyncio.run(
-            simulate(args.url, audio, rate, device_id=args.device_id, out_rate=args.rate, speed=args.speed,
+            simulate(args.url or DEFAULT_URLS[args.transport], audio, rate, device_id=args.device_id,
+                     transport=args.transport, token=args.token, out_rate=args.rate, speed=args.speed,
                      push_to_talk=args.ptt, timeout=args.timeout, emit=emit, capabilities=_sim_caps(args))
         )
     except SimulateError as exc:
@@ -165,7 +167,11 @@ def build_parser() -> argparse.ArgumentParser:
     src = sim.add_mutually_exclusive_group(required=True)
     src.add_argument("--wav", metavar="FILE", help="16-bit PCM WAV to send (any rate, mono or stereo)")
     src.add_argument("--say", metavar="TEXT", help="speak TEXT with the local TTS and send that")
-    sim.add_argument("--url", default=DEFAULT_URL, help=f"gateway WebSocket URL (default {DEFAULT_URL})")
+    sim.add_argument("--url", default=None, help=f"where the gateway is: ws://... (default {DEFAULT_URL}), "
+                     "mqtt://host:port (default mqtt://127.0.0.1:1883), or a serial port path for --transport serial")
+    sim.add_argument("--transport", choices=("ws", "mqtt", "serial"), default="ws",
+                     help="how to reach the gateway, like a device would (default ws)")
+    sim.add_argument("--token", default="", help="the device token from `gateway devices add` (when enrolment is closed)")
     sim.add_argument("--out", metavar="FILE", help="save the reply audio as a WAV")
     sim.add_argument("--json", action="store_true", help="print one JSON object per event")
     sim.add_argument("--speed", type=float, default=1.0, help="streaming speed, 1 = real time, 0 = as fast as possible")

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from websockets.asyncio.client import connect
 
 from firmware_protocol import (
     AudioChunk,
@@ -36,6 +35,7 @@ from firmware_protocol import (
     encode,
 )
 from gateway.audio.pcm import float_to_s16le, resample, s16le_to_float
+from gateway.links.device_side import open_device
 from gateway.expression.events import EXPRESSION_MESSAGES, expression_event
 
 CHUNK_MS = 20
@@ -98,15 +98,20 @@ async def simulate(
     timeout: float = 60.0,
     emit: Emit = lambda event: None,
     capabilities: int = EXPRESSIVE,
+    transport: str = "ws",
+    token: str = "",
 ) -> SimResult:
-    """Stream `audio` (float32 mono at `rate`) to the gateway at `url` and collect the reply."""
+    """Stream `audio` (float32 mono at `rate`) to the gateway at `url` and collect the reply.
+
+    `transport` is ws, mqtt or serial (see gateway/links/device_side.py for the URL forms).
+    """
     try:
-        ws = await asyncio.wait_for(connect(url, open_timeout=5, compression=None, max_size=None), 10)
-    except (OSError, asyncio.TimeoutError, Exception) as exc:  # websockets raises several kinds
+        ws = await open_device(transport, url, device_id, token)
+    except (OSError, asyncio.TimeoutError, Exception) as exc:  # each transport raises its own kinds
         raise SimulateError(f"cannot connect to {url}: {exc}. Is `gateway run` running there?") from None
     result = SimResult(out_rate=out_rate)
     async with ws:
-        hello = Hello(device_id=device_id, capabilities=capabilities, audio_in=AudioFormat(sample_rate=rate),
+        hello = Hello(device_id=device_id, token=token, capabilities=capabilities, audio_in=AudioFormat(sample_rate=rate),
                       audio_out=AudioFormat(sample_rate=out_rate))
         await ws.send(encode(hello))
         welcome = decode(await asyncio.wait_for(ws.recv(), 15))

@@ -129,13 +129,15 @@ class SerialLink:
         self.opened: dict[str, int] = {p.url: 0 for p in self.ports}  # times each port was opened
 
     async def serve(self, handler: ConnectionHandler, ready: asyncio.Event | None = None) -> None:
+        tried = [asyncio.Event() for _ in self.ports]
         async with asyncio.TaskGroup() as tg:
-            for port in self.ports:
-                tg.create_task(self._supervise(port, handler), name=f"serial {port.url}")
+            for port, first_try in zip(self.ports, tried):
+                tg.create_task(self._supervise(port, handler, first_try), name=f"serial {port.url}")
+            await asyncio.gather(*(event.wait() for event in tried))
             if ready is not None:
                 ready.set()  # ports that are not plugged in yet are opened when they appear
 
-    async def _supervise(self, port: SerialPort, handler: ConnectionHandler) -> None:
+    async def _supervise(self, port: SerialPort, handler: ConnectionHandler, first_try: asyncio.Event) -> None:
         delay = REOPEN_FIRST_S
         waiting_logged = False
         while True:
@@ -145,6 +147,7 @@ class SerialLink:
                 if not waiting_logged:
                     log.warning("serial %s: cannot open (%s); retrying until it appears", port.url, exc)
                     waiting_logged = True
+                first_try.set()
                 await asyncio.sleep(delay)  # back-off between reopen attempts, not a poll for data
                 delay = min(delay * 2, REOPEN_MAX_S)
                 continue
@@ -152,6 +155,7 @@ class SerialLink:
             log.info("serial %s: open at %d baud", port.url, port.baud)
             delay, waiting_logged = REOPEN_FIRST_S, False
             conn = SerialConnection(sp, port.url, self.max_frame_bytes)
+            first_try.set()
             try:
                 await handler(conn)
             finally:
