@@ -15,7 +15,7 @@ import pytest_asyncio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.sse import sse_client
 from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamablehttp_client
+from mcp.client.streamable_http import streamable_http_client
 
 from gateway.mcp_server.http import serve_http
 from gateway.mcp_server.tools import McpDeps, build_server
@@ -129,7 +129,8 @@ async def http_mcp(tmp_path: Path, embedder: SharedEmbedder, http_devices: Devic
 async def test_every_tool_works_over_streamable_http_with_the_bearer_token(http_mcp: str, http_devices) -> None:
     headers = {"Authorization": f"Bearer {TOKEN}"}
     async with asyncio.timeout(30):
-        async with streamablehttp_client(f"{http_mcp}/mcp", headers=headers) as (read, write, _), \
+        async with httpx.AsyncClient(headers=headers) as http, \
+                streamable_http_client(f"{http_mcp}/mcp", http_client=http) as (read, write, _), \
                 ClientSession(read, write) as session:
             await session.initialize()
             await exercise_every_tool(session, devices=["bp-monitor-1", "voicebox-kitchen"])
