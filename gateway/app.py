@@ -29,7 +29,7 @@ from gateway.memory.readings import consume_readings
 from gateway.memory.alerts import speak_alerts
 from gateway.memory.events import Alert
 from gateway.memory.recall import MemoryBrain
-from gateway.memory.rules import RuleEngine
+from gateway.memory.rules import RuleEngine, install_rules
 from gateway.memory.scheduler import MemoryScheduler
 from gateway.memory.service import MemoryService
 from gateway.memory.store import Node
@@ -124,6 +124,7 @@ class Gateway:
             await rules.on_reading(node)
 
         try:
+            await install_rules(memory, m.rules)
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(consume_readings(memory, sub, on_remembered=remembered))
                 tg.create_task(scheduler.run(), name="memory-scheduler")

@@ -123,6 +123,22 @@ class BrainConfig(_Section):
     fallback: str = "Sorry, I did not catch that. You can ask me the time, the date, or just say hello."
 
 
+class MemoryRuleConfig(_Section):
+    """A persistent rule written into the user's memory at start (see docs/MEMORY.md)."""
+
+    user: str = Field(pattern=r"^[A-Za-z0-9_.@-]{1,64}$")
+    text: str = Field(min_length=1, max_length=500)  # what is said when it fires
+    reading: str = Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")  # the reading kind, e.g. blood_pressure
+    above: str = Field("", pattern=r"^(\d+(\.\d+)?(/\d+(\.\d+)?)?)?$")  # "140/90" or "38.5"
+    before: str = Field("", pattern=r"^(([01]\d|2[0-3]):[0-5]\d)?$")  # "09:00"
+
+    @model_validator(mode="after")
+    def _one_condition(self) -> "MemoryRuleConfig":
+        if bool(self.above) == bool(self.before):
+            raise ValueError("a rule needs exactly one of above (a threshold) or before (a daily deadline)")
+        return self
+
+
 class MemoryConfig(_Section):
     enabled: bool = True
     path: Path = Path("data/memory.db")
@@ -135,6 +151,7 @@ class MemoryConfig(_Section):
     recency_half_life_h: float = Field(24.0, gt=0, le=24 * 365)
     reflection_time: str = Field("23:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$")
     portrait_time: str = Field("22:35", pattern=r"^([01]\d|2[0-3]):[0-5]\d$")
+    rules: tuple[MemoryRuleConfig, ...] = ()
 
 
 class McpConfig(_Section):

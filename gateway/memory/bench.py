@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -103,6 +104,7 @@ async def _measure(memory: MemoryService, queries: np.ndarray) -> dict:
         exact_ms.append((time.perf_counter() - t) * 1000)
         recalls.append(len(exact & {r.node.id for r in found}) / 10)
     return {"nodes": len(ids), "search_p50_ms": round(_pct(lat, 50), 2), "search_p95_ms": round(_pct(lat, 95), 2),
+            "load_average_1m": round(os.getloadavg()[0], 2),  # other work on the machine inflates the figures
             "recall_at_10": round(float(np.mean(recalls)), 3), "numpy_exact_p50_ms": round(_pct(exact_ms, 50), 2)}
 
 
@@ -136,7 +138,7 @@ async def bench(embedder: Any, sizes: tuple[int, ...], writes: int, db_dir: Path
                 results[f"{size}@{k}"] = figures
                 out(f"{size:>7} nodes, {k} candidates: search p50 {figures['search_p50_ms']} ms, "
                     f"p95 {figures['search_p95_ms']} ms, recall@10 {figures['recall_at_10']} "
-                    f"(numpy exact p50 {figures['numpy_exact_p50_ms']} ms)")
+                    f"(numpy exact p50 {figures['numpy_exact_p50_ms']} ms; load average {figures['load_average_1m']})")
         out(f"query embedding: {results['query_embedding_ms']} ms per query (add it for an end-to-end search)")
     return results
 

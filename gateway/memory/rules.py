@@ -1,7 +1,7 @@
 """Persistent rules that fire alerts, evaluated inside the gateway.
 
 A rule is a memory node tagged `kind:rule` + `persistent:true` (written from MCP, the CLI or
-config) whose machine-readable part is in tags:
+`memory.rules` in the config, see `install_rules`) whose machine-readable part is in tags:
 
 - threshold: `reading:<kind>` + `above:<v>` (or `above:<v1>/<v2>` for blood pressure: systolic /
   diastolic, either crossing fires) -> checked on every new reading of that kind;
@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
+from typing import Any
 
 from gateway.memory.events import Alert
 from gateway.memory.service import MemoryService
@@ -85,7 +86,9 @@ class RuleEngine:
             limit = _tag(rule, "above")
             if limit and _tag(rule, "reading") == kind and crosses(limit, _reading_values(node.content)):
                 what = node.content.split(", measured")[0]
-                fired.append(await self._fire(node.user_id, rule, f"{rule.content.rstrip('.')} ({what})", "warning"))
+                said = rule.content.strip()
+                text = f"{said} The reading: {what}." if said[-1:] in ".!?" else f"{said} ({what})"
+                fired.append(await self._fire(node.user_id, rule, text, "warning"))
         return fired
 
     async def check_deadlines(self, now: datetime) -> list[Alert]:
@@ -115,3 +118,18 @@ class RuleEngine:
                 t = now.replace(hour=hm[0], minute=hm[1], second=0, microsecond=0)
                 times.append(t if t > now else t + timedelta(days=1))
         return min(times, default=None)
+
+
+async def install_rules(memory: MemoryService, rules: Iterable[Any]) -> list[Node]:
+    """Write the rules of `memory.rules` (config) as rule nodes, once: a rule already in the
+    user's memory with the same text and tags is not written again. Returns the new nodes."""
+    written = []
+    for r in rules:
+        cond = f"above:{r.above}" if r.above else f"schedule:before:{r.before}"
+        tags = sorted([f"reading:{r.reading}", cond])
+        existing = await memory.active_rules(r.user)
+        if any(n.content == r.text and set(tags) <= set(n.tags) for n in existing):
+            continue
+        written.append(await memory.remember(r.user, r.text, kind="rule", source="config", persistent=True,
+                                             extra_tags=tags, importance=9))
+    return written

@@ -120,3 +120,28 @@ async def test_the_scheduler_runs_portrait_reflection_and_reminders_at_their_tim
     assert [a.severity for a in alerts] == ["reminder"]
     assert (await memory.profile("anna"))["portrait"].startswith("Portrait of anna")
     assert max(sleeps) <= 900  # wakes at least every 15 minutes to see new rules
+
+
+async def test_rules_from_the_config_are_written_once_and_fire(memory: MemoryService, clock) -> None:
+    from gateway.config import parse_config
+    from gateway.memory.rules import install_rules
+
+    clock.now = DAY1.timestamp()
+    cfg = parse_config({"memory": {"rules": [
+        {"user": "anna", "text": "Your blood pressure is high. Please rest.", "reading": "blood_pressure", "above": "140/90"},
+        {"user": "anna", "text": "Please measure your blood pressure.", "reading": "blood_pressure", "before": "09:00"}]}})
+    assert len(await install_rules(memory, cfg.memory.rules)) == 2
+    assert await install_rules(memory, cfg.memory.rules) == []  # the next start adds nothing
+    alerts: list[Alert] = []
+    [alert] = await engine(memory, alerts).on_reading(await bp(memory, DAY1, 150, 80))
+    assert alert.text == "Your blood pressure is high. Please rest. The reading: blood pressure 150 over 80 mmHg."
+
+
+def test_a_config_rule_needs_exactly_one_condition() -> None:
+    from gateway.config import parse_config
+    from gateway.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="exactly one of above"):
+        parse_config({"memory": {"rules": [{"user": "anna", "text": "x", "reading": "blood_pressure"}]}})
+    with pytest.raises(ConfigError, match="memory.rules.0.above"):
+        parse_config({"memory": {"rules": [{"user": "a", "text": "x", "reading": "bp", "above": "high"}]}})
