@@ -34,6 +34,7 @@ from gateway.memory.scheduler import MemoryScheduler
 from gateway.memory.service import MemoryService
 from gateway.memory.store import Node
 from gateway.mcp_server.devices import GatewayDevices
+from gateway.links.coap import CoapLink
 from gateway.links.mqtt import MqttLink
 from gateway.links.serial_link import SerialLink, SerialPort
 from gateway.links.websocket import WebSocketLink
@@ -159,6 +160,8 @@ def default_links(cfg: GatewayConfig) -> list[DeviceLink]:
         links.append(MqttLink(m.host or s.host, m.port, topic_prefix=m.topic_prefix, protocol=m.protocol,
                               client_id=m.client_id, username=m.username or None, password=m.password or None,
                               max_frame_bytes=s.max_frame_bytes, embedded=not m.host))
+    if cfg.coap.enabled:
+        links.append(CoapLink(s.host, cfg.coap.port, s.max_frame_bytes))
     return links
 
 

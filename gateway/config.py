@@ -198,6 +198,11 @@ class MqttConfig(_Section):
         return self
 
 
+class CoapConfig(_Section):
+    enabled: bool = True
+    port: int = Field(5683, ge=1, le=65535)
+
+
 class LoggingConfig(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
@@ -238,6 +243,7 @@ class GatewayConfig(_Section):
     devices: DevicesConfig = DevicesConfig()
     serial: SerialConfig = SerialConfig()
     mqtt: MqttConfig = MqttConfig()
+    coap: CoapConfig = CoapConfig()
     memory: MemoryConfig = MemoryConfig()
     mcp: McpConfig = McpConfig()
     logging: LoggingConfig = LoggingConfig()
