@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -11,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from firmware_protocol import ProtocolError, decode, encode
 
 ROOT = Path(__file__).resolve().parents[2]
 C_DIR = ROOT / "firmware_protocol" / "c"
@@ -81,3 +84,53 @@ def test_c_codec_cross_compiles_warning_free_for_rv32imc_and_reports_its_size(tm
     assert total, out
     print(f"rv32imc -Os code size: text {total[1]} B, data {total[2]} B, bss {total[3]} B")
     assert 0 < int(total[1]) < 32_000
+
+
+def _mutants(count: int, seed: int = 7) -> list[bytes]:
+    """Deterministic hostile inputs: every vector, then random flips, cuts, splices and tails."""
+    rng = random.Random(seed)
+    valid = [bytes.fromhex(v["hex"]) for v in json.loads((ROOT / "firmware_protocol/vectors/v1.json").read_text("utf-8"))]
+    out = list(valid)
+    while len(out) < count:
+        data = bytearray(rng.choice(valid))
+        for _ in range(rng.randint(1, 3)):
+            op = rng.randrange(5)
+            if op == 0 and data:
+                data[rng.randrange(len(data))] = rng.randrange(256)
+            elif op == 1 and data:
+                del data[rng.randrange(len(data)) :]
+            elif op == 2:
+                data[rng.randint(0, len(data)) : rng.randint(0, len(data))] = rng.randbytes(rng.randint(0, 6))
+            elif op == 3 and len(data) > 1:
+                data[rng.randrange(1, len(data))] = rng.choice((0x00, 0x01, 0x02, 0x7F, 0x80, 0xC0, 0xED, 0xF4, 0xFF))
+            else:
+                data += rng.randbytes(rng.randint(1, 4))
+        out.append(bytes(data))
+    return out
+
+
+def _python_verdict(data: bytes) -> str:
+    try:
+        msg = decode(data)
+    except ProtocolError as exc:
+        return f"err {exc.code}"
+    return f"ok {msg.NAME} {encode(msg).hex()}"
+
+
+def test_c_and_python_codecs_agree_on_thousands_of_hostile_messages(tmp_path: Path):
+    done = make("cli", tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    inputs = _mutants(20_000)
+    run = subprocess.run([tmp_path / "fp_cli"], input="".join(d.hex() + "\n" for d in inputs),
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    c_lines = run.stdout.splitlines()
+    assert len(c_lines) == len(inputs)
+    differ = [
+        (data.hex(), c_line, py)
+        for data, c_line in zip(inputs, c_lines)
+        if c_line != (py := _python_verdict(data))
+    ]
+    assert not differ, f"{len(differ)} disagreements, e.g. {differ[:5]}"
+    accepted = sum(line.startswith("ok ") for line in c_lines)
+    assert accepted > 1000  # the mutants reach deep into the messages, not only the type byte
