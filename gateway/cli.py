@@ -168,8 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--wav", metavar="FILE", help="16-bit PCM WAV to send (any rate, mono or stereo)")
     src.add_argument("--say", metavar="TEXT", help="speak TEXT with the local TTS and send that")
     sim.add_argument("--url", default=None, help=f"where the gateway is: ws://... (default {DEFAULT_URL}), "
-                     "mqtt://host:port (default mqtt://127.0.0.1:1883), or a serial port path for --transport serial")
-    sim.add_argument("--transport", choices=("ws", "mqtt", "serial"), default="ws",
+                     "mqtt://host:port (default mqtt://127.0.0.1:1883), coap://host:port (default coap://127.0.0.1:5683), "
+                     "or a serial port path for --transport serial")
+    sim.add_argument("--transport", choices=("ws", "mqtt", "coap", "serial"), default="ws",
                      help="how to reach the gateway, like a device would (default ws)")
     sim.add_argument("--token", default="", help="the device token from `gateway devices add` (when enrolment is closed)")
     sim.add_argument("--out", metavar="FILE", help="save the reply audio as a WAV")

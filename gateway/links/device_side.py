@@ -1,4 +1,4 @@
-"""Device-side connections for `gateway simulate --transport ws|mqtt|serial`.
+"""Device-side connections for `gateway simulate --transport ws|mqtt|coap|serial`.
 
 Each is used like a websockets client connection, which the simulator was written against:
 `await send(bytes)`, `await recv() -> bytes`, `async for frame in conn`, `async with conn`. One
@@ -15,8 +15,9 @@ from urllib.parse import urlsplit
 from firmware_protocol import Error, Message, ProtocolError, decode, encode
 from gateway.links.base import LinkClosed
 
-TRANSPORTS = ("ws", "mqtt", "serial")
-DEFAULT_URLS = {"ws": "ws://127.0.0.1:8765/ws", "mqtt": "mqtt://127.0.0.1:1883", "serial": ""}
+TRANSPORTS = ("ws", "mqtt", "coap", "serial")
+DEFAULT_URLS = {"ws": "ws://127.0.0.1:8765/ws", "mqtt": "mqtt://127.0.0.1:1883", "coap": "coap://127.0.0.1:5683/gw",
+                "serial": ""}
 
 
 class _MessageConn(Protocol):
@@ -75,6 +76,12 @@ async def open_device(transport: str, url: str, device_id: str, token: str = "")
         except MqttConnectError as exc:
             raise ConnectionError(str(exc)) from None
         return FramedDevice(device)
+    if transport == "coap":
+        from gateway.links.coap_device import CoapDevice
+
+        coap_device = CoapDevice(device_id, url if urlsplit(url).path.strip("/") else f"{url.rstrip('/')}/gw")
+        await coap_device.connect()
+        return FramedDevice(coap_device)
     if transport == "serial":
         import serial
 

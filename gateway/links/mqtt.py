@@ -8,7 +8,7 @@ Topics (PROTOCOL.md, "MQTT"), with `P` = mqtt.topic_prefix and `D` = the device 
 
 The gateway subscribes to `P/+/up` and `P/+/status` with a persistent session, so QoS 1 messages
 sent while it was away are delivered when it is back. A device's first message opens a session
-(run by the core like any other connection); `offline` or a broker disconnect ends it. Each
+(run by the core like any other connection; a Hello always opens a new one); `offline` or a broker disconnect ends it. Each
 device has a bounded inbox: when the core falls behind, new messages are dropped and counted
 (audio is real-time anyway; an unacked SensorReading is resent by the device).
 """
@@ -21,7 +21,7 @@ from collections import deque
 
 import paho.mqtt.client as paho
 
-from firmware_protocol import AudioChunk, Message, ProtocolError, decode, encode
+from firmware_protocol import AudioChunk, Hello, Message, ProtocolError, decode, encode
 from firmware_protocol.messages import DEVICE_ID_PATTERN
 from gateway.links.base import ConnectionHandler, LinkClosed
 from gateway.links.mqtt_broker import CredentialCheck, EmbeddedBroker
@@ -132,18 +132,22 @@ class MqttLink:
             if msg.payload == b"offline" and (conn := self.connections.get(device_id)):
                 conn.end("device went offline")
             return
+        item: Message | ProtocolError
+        if len(msg.payload) > self.max_frame_bytes:
+            item = ProtocolError("frame-too-large", f"publish of {len(msg.payload)} bytes exceeds {self.max_frame_bytes}")
+        else:
+            try:
+                item = decode(msg.payload)
+            except ProtocolError as exc:
+                item = exc
         conn = self.connections.get(device_id)
-        if conn is None:
+        if conn is None or isinstance(item, Hello):  # a Hello always starts a new session
+            if conn is not None:
+                conn.end("a new Hello started a new session")
             conn = self.connections[device_id] = MqttDeviceConnection(self, device_id)
             assert self._tg is not None and self._handler is not None
             self._tg.create_task(self._handler(conn), name=f"mqtt {device_id}")
-        if len(msg.payload) > self.max_frame_bytes:
-            conn.deliver(ProtocolError("frame-too-large", f"publish of {len(msg.payload)} bytes exceeds {self.max_frame_bytes}"))
-            return
-        try:
-            conn.deliver(decode(msg.payload))
-        except ProtocolError as exc:
-            conn.deliver(exc)
+        conn.deliver(item)
 
     def publish_down(self, device_id: str, message: Message) -> None:
         if self._client is None:

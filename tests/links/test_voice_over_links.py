@@ -1,4 +1,4 @@
-"""Voice works the same over MQTT and serial as over WebSocket (the simulator as the device)."""
+"""Voice works the same over MQTT, CoAP and serial as over WebSocket (the simulator as the device)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from gateway.app import Gateway
 from gateway.config import parse_config
 from gateway.devices.auth import add_device
+from gateway.links.coap import CoapLink
 from gateway.links.mqtt import MqttLink
 from gateway.links.serial_link import SerialLink, SerialPort
 from gateway.simulate import SimulateError, simulate
@@ -68,3 +69,18 @@ async def test_a_spoken_question_is_answered_over_a_serial_line(runner, speak, t
     finally:
         await _stop(task)
         cable.pull()
+
+
+async def test_a_spoken_question_is_answered_over_coap(runner, speak, tmp_path):
+    from .test_coap_link import free_udp_port
+
+    link = CoapLink("127.0.0.1", free_udp_port())
+    _, task = await _serve([link], runner, tmp_path)
+    try:
+        audio, rate = speak("What time is it?")
+        result = await simulate(f"coap://127.0.0.1:{link.port}", audio, rate, device_id="coap-box", transport="coap",
+                                push_to_talk=True, speed=0, timeout=30)
+        assert words(result.transcript) == ["what", "time", "is", "it"]
+        assert result.reply_text.startswith("It is") and result.audio_seconds > 0.5
+    finally:
+        await _stop(task)
