@@ -36,20 +36,17 @@ class Scored:
         return {**self.node.as_dict(), "score": round(self.score, 4), "relevance": round(self.relevance, 4)}
 
 
-def score_nodes(nodes: Sequence[Node], vectors: dict[int, np.ndarray], query: np.ndarray | None,
-                weights: Weights, now: float, half_life_h: float, cosine_floor: float = 0.0) -> list[Scored]:
-    """Score and sort (best first). Without a query, relevance is 0 for all. Relevance in the
-    score is the cosine rescaled from the model's `cosine_floor` (where unrelated texts sit) to 1."""
-    out = []
-    for node in nodes:
-        rel = float(np.dot(vectors[node.id], query)) if query is not None and node.id in vectors else 0.0
-        hours = max(now - node.last_retrieved, 0.0) / 3600
-        recency = 0.5 ** (hours / half_life_h)
-        scaled = max(rel - cosine_floor, 0.0) / (1.0 - cosine_floor)
-        s = weights.recency * recency + weights.relevance * scaled + weights.importance * node.importance / 10
-        out.append(Scored(node, s, rel))
-    out.sort(key=lambda x: (-x.score, -x.node.ts))
-    return out
+def score_arrays(vecs: np.ndarray, importance: np.ndarray, last_retrieved: np.ndarray, ts: np.ndarray,
+                 query: np.ndarray, weights: Weights, now: float, half_life_h: float,
+                 cosine_floor: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Score candidate nodes given as arrays; returns (order best first, scores, cosines).
+    Ties go to the newer node. Relevance in the score is the cosine rescaled from the model's
+    `cosine_floor` (where unrelated texts sit) to 1."""
+    rel = vecs @ query
+    recency = 0.5 ** (np.maximum(now - last_retrieved, 0.0) / 3600 / half_life_h)
+    scaled = np.maximum(rel - cosine_floor, 0.0) / (1.0 - cosine_floor)
+    scores = weights.recency * recency + weights.relevance * scaled + weights.importance * importance / 10
+    return np.lexsort((-ts, -scores)), scores, rel
 
 
 def group_by_type(results: Sequence[Scored], per_type: int = 10) -> dict[str, list[Scored]]:

@@ -22,7 +22,7 @@ import numpy as np
 
 from gateway.memory.errors import MemoryInputError
 from gateway.memory.importance import heuristic_importance
-from gateway.memory.retrieval import Scored, Weights, score_nodes
+from gateway.memory.retrieval import Scored, Weights, score_arrays
 from gateway.memory.store import MemoryStore, Node, NodeDraft
 from gateway.memory.tags import KINDS, NODE_TYPES, build_tags, normalize_tags, schema
 from gateway.memory.vector_index import CodeIndex
@@ -30,7 +30,7 @@ from gateway.memory.vector_index import CodeIndex
 log = logging.getLogger(__name__)
 _USER = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
 MAX_CONTENT = 4000
-KNN_CANDIDATES = 300  # candidates from the binary codes, rescored exactly (see gateway bench-memory)
+KNN_CANDIDATES = 200  # candidates from the binary codes, rescored exactly (see gateway bench-memory)
 
 
 class Embedder(Protocol):
@@ -212,18 +212,21 @@ class MemoryService:
         all_of, any_of = normalize_tags(all_of), normalize_tags(any_of)
         weights = weights or self.search_weights
 
-        def run(s: MemoryStore) -> tuple[list[Node], dict[int, np.ndarray]]:
+        now, floor = self.clock(), getattr(self._embedder, "cosine_floor", 0.0)
+
+        def run(s: MemoryStore) -> list[Scored]:
             if all_of or any_of:
                 ids = s.filtered_ids(user_id, all_of, any_of, limit=5000)
             else:
                 ids = self._index.candidates(s.conn, user_id, q, max(self.knn_candidates, 10 * n))
                 ids += [node.id for node in s.recent(user_id, 20)]
-            ids = list(dict.fromkeys(ids))
-            return s.get(ids), s.vectors(ids)
+            node_ids, vecs, importance, last, ts = s.score_rows(list(dict.fromkeys(ids)))
+            order, scores, rel = score_arrays(vecs, importance, last, ts, q, weights, now, self.half_life_h, floor)
+            top = order[:n]
+            nodes = {node.id: node for node in s.get(node_ids[top].tolist())}
+            return [Scored(nodes[int(node_ids[i])], float(scores[i]), float(rel[i])) for i in top]
 
-        nodes, vectors = await self._read(run)
-        floor = getattr(self._embedder, "cosine_floor", 0.0)
-        results = score_nodes(nodes, vectors, q, weights, self.clock(), self.half_life_h, floor)[:n]
+        results = await self._read(run)
         if touch and results:
             ids = [r.node.id for r in results]
             await self._write(lambda s: s.touch(ids, self.clock()))

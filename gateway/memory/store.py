@@ -190,6 +190,16 @@ class MemoryStore:
             (np.ascontiguousarray(query, np.float32).tobytes(), k, user_id))
         return [r[0] for r in rows]
 
+    def score_rows(self, ids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(ids, vectors (k, 384), importance, last_retrieved, ts) of the given nodes, for scoring."""
+        rows = self.conn.execute("SELECT id, embedding, importance, last_retrieved, ts FROM nodes WHERE id IN "
+                                 f"({','.join('?' * len(ids))})", ids).fetchall() if ids else []
+        if not rows:
+            return np.zeros(0, np.int64), np.zeros((0, DIMS), np.float32), *(np.zeros(0) for _ in range(3))
+        vecs = np.frombuffer(b"".join(r[1] for r in rows), np.float32).reshape(len(rows), -1)
+        cols = np.array([(r[2], r[3], r[4]) for r in rows], np.float64)
+        return np.array([r[0] for r in rows], np.int64), vecs, cols[:, 0], cols[:, 1], cols[:, 2]
+
     def vectors(self, ids: list[int]) -> dict[int, np.ndarray]:
         if not ids:
             return {}
