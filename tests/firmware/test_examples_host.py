@@ -188,3 +188,35 @@ async def test_host_bp_sensor_on_a_serial_line_frames_with_the_c_codec_and_retri
     assert "resend seq 1 (attempt 2)" in log and "ack seq 1 duplicate" in log, log
     assert "ack seq 2 stored" in log and "frame dropped" not in log, log
     assert "1 stored, 1 duplicate, 0 rejected, 1 resent, next seq 3" in log, log
+
+
+@pytest.mark.models
+@pytest.mark.asyncio(loop_scope="session")
+async def test_host_bp_sensor_over_mqtt_logs_in_with_its_token_and_retries_until_acked(runner, host_bin, tmp_path):
+    from gateway.app import Gateway
+    from gateway.config import parse_config
+    from gateway.devices.auth import add_device
+    from gateway.links.mqtt import MqttLink
+
+    cfg = parse_config({"devices": {"database": str(tmp_path / "g.db"), "open_enrolment": False}}, ROOT)
+    link = MqttLink("127.0.0.1", 0, embedded=True)
+    gateway = Gateway(cfg, runner, [link])
+    ready = asyncio.Event()
+    task = asyncio.create_task(gateway.serve(ready))
+    try:
+        await asyncio.wait_for(ready.wait(), 10)
+        await asyncio.wait_for(link.connected.wait(), 10)
+        token = await gateway.db.run(add_device, "mqtt-bp-c", "")
+        url = f"mqtt://mqtt-bp-c:{token}@127.0.0.1:{link.port}"
+        code, log = await run_host(host_bin / "bp_sensor_mqtt_host", url, "mqtt-bp-c", tmp_path / "seq",
+                                   "--token", token, "--lose-acks", "1", "126/84/70", "117/75")  # fmt: skip
+        bad_code, bad_log = await run_host(host_bin / "bp_sensor_mqtt_host", f"mqtt://mqtt-bp-c:wrong@127.0.0.1:{link.port}",
+                                           "mqtt-bp-c", tmp_path / "seq2", "--token", "wrong", "120/80")  # fmt: skip
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    assert code == 0, log
+    assert "resend seq 1 (attempt 2)" in log and "ack seq 1 duplicate" in log and "ack seq 2 stored" in log, log
+    assert "1 stored, 1 duplicate, 0 rejected, 1 resent, next seq 3" in log, log
+    assert bad_code == 1 and "the broker refused the login of mqtt-bp-c" in bad_log, bad_log
