@@ -14,6 +14,7 @@
 #include "freertos/event_groups.h"
 #include "freertos/message_buffer.h"
 #include "hal_link.h"
+#include "sdkconfig.h"
 
 #define RX_BUFFER_BYTES 32768
 #define CONNECTED_BIT BIT0
