@@ -14,6 +14,7 @@ import pytest_asyncio
 from firmware_protocol import Action, Hello, ReadingAck, ReplyText, SensorReading, TextInput, Welcome
 from gateway.app import Gateway
 from gateway.config import parse_config
+from gateway.expression.service import DeviceSaid
 from gateway.links.memory import MemoryLink
 from gateway.mcp_server.devices import GatewayDevices
 from gateway.memory.events import Alert
@@ -82,6 +83,7 @@ async def test_a_reading_above_a_rule_threshold_publishes_an_alert_for_the_users
     await gateway.memory.remember("anna", "Blood pressure above 140/90: show it and tell Anna", kind="rule",
                                   persistent=True, extra_tags=["reading:blood_pressure", "above:140/90"])
     alerts = gateway.bus.subscribe(Alert, name="test")
+    said = gateway.bus.subscribe(DeviceSaid, name="test-screens")  # what the LAN screens show
     box = link.connect()
     await box.send(Hello(device_id="box-anna"))
     await _until(box, Welcome)
@@ -94,6 +96,11 @@ async def test_a_reading_above_a_rule_threshold_publishes_an_alert_for_the_users
     assert alert.text.endswith("(blood pressure 161 over 99 mmHg)")
     spoken = await _until(box, ReplyText)  # the voice box says the alert
     assert spoken.text.startswith("Blood pressure above 140/90: show it and tell Anna")
+    async with asyncio.timeout(5):  # ... and the screens get it as that device's reply text
+        while not (isinstance((e := await said.get()).message, ReplyText) and e.device_id == "box-anna"):
+            pass
+    assert e.message.text == spoken.text
+    said.close()
 
 
 @pytest.mark.models
