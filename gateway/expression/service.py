@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from firmware_protocol import Capability, Message, ReplyText, Transcript
+from firmware_protocol import AudioStop, Capability, Message, ReplyText, StopReason, Transcript
 from gateway.bus import EventBus
 from gateway.config import GatewayConfig
 from gateway.expression.device import DeviceExpression
@@ -44,6 +44,7 @@ class ExpressionService:
         self.expression = expression
         self.servo_map = servo_map
         self.bus = bus
+        self._players: dict[str, ServoPlayer] = {}  # device id -> its servo player (one per device)
 
     @classmethod
     def from_paths(cls, rules: Path, sentiment: Path, servo_map: Path | None, frame_ms: int,
@@ -58,14 +59,16 @@ class ExpressionService:
                               e.mouth_frame_ms, bus)
 
     def tap(self, device_id: str, send: Send) -> Send:
-        """`send`, also publishing the device's transcripts and closing reply texts on the bus."""
+        """`send`, also publishing the device's transcripts and closing reply texts on the bus, and
+        stopping the device's servo timeline when its reply is aborted (barge-in)."""
         bus = self.bus
-        if bus is None:
-            return send
 
         async def tapped(message: Message) -> None:
             await send(message)
-            if isinstance(message, Transcript) or (isinstance(message, ReplyText) and message.final):
+            if isinstance(message, AudioStop) and message.reason == StopReason.ABORTED:
+                if (player := self._players.get(device_id)) is not None:
+                    player.reset()
+            if bus is not None and (isinstance(message, Transcript) or (isinstance(message, ReplyText) and message.final)):
                 bus.publish(DeviceSaid(device_id, message))
 
         return tapped
@@ -84,6 +87,6 @@ class ExpressionService:
             observers = (publish,)
         servo = None
         if capabilities & Capability.SERVO and self.servo_map is not None:
-            servo = ServoPlayer(self.servo_map.get)
+            servo = self._players[device_id] = ServoPlayer(self.servo_map.get)
         hook = DeviceExpression(self.expression, capabilities, servo, observers)
         return hook if hook.wants_anything else None

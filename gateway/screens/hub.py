@@ -1,7 +1,8 @@
 """The screen hub: fans the gateway's sentences, actions, visemes and transcripts out to LAN screens.
 
 A screen subscribes to one device or all (`?device=ID`, default all; it may change its choice by
-sending `{"device": "ID"}`). Each screen has a bounded queue: a slow screen loses its oldest
+sending `{"device": "ID"}`, answered with `{"Topic": "gateway", "Data": {"Key": "subscribed",
+"Device": ID}}`). Each screen has a bounded queue: a slow screen loses its oldest
 messages (counted and logged), never slows down a device. The audio of the last `audio_cache`
 sentences is kept in memory as WAV for `GET /audio/N.wav`.
 """
@@ -131,5 +132,6 @@ class ScreenHub:
                     continue
                 if isinstance(choice, str) and choice:
                     screen.device = choice
+                    screen.queue.put_nowait({"Topic": "gateway", "Data": {"Key": "subscribed", "Device": choice}})
         except LinkClosed:
             return

@@ -82,3 +82,32 @@ async def test_the_browser_voice_box_talks_shows_the_reply_and_lip_syncs_over_ht
     distinct = {round(v, 2) for v in opens}
     assert len(distinct) >= 3 and max(opens) >= 0.6, opens  # it really moved, not one stuck value
     assert (ARTIFACTS / "voicebox.png").stat().st_size > 5000
+
+
+@pytest.mark.skipif(shutil.which(CHROMIUM) is None, reason="needs Debian chromium (.ci/apt-packages.txt)")
+async def test_the_page_as_a_screen_for_another_device_shows_its_reply_and_lip_syncs(screens_gateway, speak) -> None:
+    import asyncio
+
+    from playwright.async_api import async_playwright
+
+    from gateway.simulate import simulate
+
+    audio, rate = speak("Thank you.")
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                           args=["--no-sandbox", "--disable-gpu", "--autoplay-policy=no-user-gesture-required"])
+        try:
+            page = await browser.new_page()
+            await page.goto(f"{screens_gateway.http}/?watch=box-watched")
+            await page.wait_for_function("window.voicebox.status === 'watching box-watched'", timeout=10_000)
+            sim = asyncio.create_task(simulate(screens_gateway.device_url, audio, rate, device_id="box-watched",
+                                               speed=2.0, timeout=30))
+            await page.wait_for_function("window.voicebox.mouth >= 0.6", timeout=30_000, polling=10)
+            await sim
+            await page.wait_for_function("window.voicebox.mouth === 0", timeout=10_000)
+            assert await page.locator("#reply").inner_text() == "You are welcome."
+            assert (await page.locator("#action").inner_text()).startswith("social.thanks")
+            assert "thank" in (await page.locator("#transcript").inner_text()).lower()
+            await page.screenshot(path=str(ARTIFACTS / "screen_watch.png"))
+        finally:
+            await browser.close()

@@ -22,6 +22,13 @@ def http_get(url: str) -> tuple[int, str, bytes]:
         return res.status, res.headers.get("Content-Type", ""), res.read()
 
 
+async def subscribed(ws, device: str) -> None:
+    """Choose the device and wait for the hub's ack: from then on nothing for it is missed."""
+    await ws.send(json.dumps({"device": device}))
+    while json.loads(await asyncio.wait_for(ws.recv(), 5))["Data"]["Key"] != "subscribed":
+        pass
+
+
 async def next_human(ws, key: str) -> dict:
     while True:
         msg = json.loads(await asyncio.wait_for(ws.recv(), 30))
@@ -33,6 +40,7 @@ async def test_a_screen_gets_fay_messages_with_lips_action_sentiment_and_audio_f
         screens_gateway, speak) -> None:
     audio, rate = speak("Thank you, goodbye.")
     async with connect(f"{screens_gateway.screen_url}?device=box-screen-1") as ws:
+        await subscribed(ws, "box-screen-1")
         sim = asyncio.create_task(simulate(screens_gateway.device_url, audio, rate, device_id="box-screen-1",
                                            speed=2.0, timeout=30))
         transcript = await next_human(ws, "transcript")
@@ -64,6 +72,8 @@ async def test_a_screen_watching_another_device_gets_nothing_from_this_one(scree
     audio, rate = speak("Thank you.")
     async with connect(f"{screens_gateway.screen_url}?device=someone-else") as other, \
             connect(f"{screens_gateway.screen_url}?device=all") as everyone:
+        await subscribed(other, "someone-else")
+        await subscribed(everyone, "all")
         await simulate(screens_gateway.device_url, audio, rate, device_id="box-screen-2", speed=2.0, timeout=30)
         assert (await next_human(everyone, "reply_end"))["Username"] == "box-screen-2"
         with pytest.raises(TimeoutError):

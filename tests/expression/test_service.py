@@ -1,0 +1,75 @@
+"""The expression service per device: packets by capability, bus events, servo reset on barge-in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from firmware_protocol import Action, AudioStop, Capability, Sentiment, ServoKeyframes, StopReason, Transcript
+from gateway.bus import EventBus
+from gateway.engines.base import SynthChunk
+from gateway.expression.service import DeviceSaid, ExpressionService, SentenceExpressed
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = ROOT / "config"
+
+
+def service(bus: EventBus | None = None) -> ExpressionService:
+    return ExpressionService.from_paths(CONFIG / "action_rules.csv", CONFIG / "sentiment.yaml",
+                                        CONFIG / "servo_map.yaml", 40, bus)
+
+
+def speech(seconds: float) -> list[SynthChunk]:
+    rate = 16000
+    t = np.arange(int(seconds * rate)) / rate
+    return [SynthChunk((8000 * np.sin(2 * np.pi * 180 * t)).astype(np.int16), rate)]
+
+
+async def test_an_aborted_reply_frees_the_servos_for_the_next_lower_priority_action() -> None:
+    svc = service()
+    sent = []
+
+    async def send(message) -> None:
+        sent.append(message)
+
+    tapped = svc.tap("robot-1", send)
+    hook = svc.hook_for("robot-1", Capability.SERVO)
+    assert hook is not None
+    # celebrate (92) moves for ~1.1 s, its sentence lasts 0.3 s: the next sentence starts while it runs
+    assert any(isinstance(m, ServoKeyframes) for m in hook("Congratulations, that is great!", speech(0.3), 1))
+    assert hook("Thank you.", speech(1), 2) == []  # thanks (61) does not interrupt it
+    await tapped(AudioStop(stream_id=1, reason=StopReason.ABORTED))
+    assert [type(m) for m in hook("Thank you.", speech(1), 3)] == [ServoKeyframes]
+    assert len(sent) == 1  # the tap passes the message on unchanged
+
+
+async def test_every_sentence_and_transcript_is_published_for_screens_even_for_a_plain_device() -> None:
+    bus = EventBus()
+    sub = bus.subscribe(SentenceExpressed, DeviceSaid)
+    svc = service(bus)
+
+    async def send(message) -> None:
+        pass
+
+    hook = svc.hook_for("box-1", Capability.AUDIO_IN | Capability.AUDIO_OUT)
+    assert hook is not None and hook("Goodbye!", speech(0.5), 7) == []  # nothing for the device itself
+    await svc.tap("box-1", send)(Transcript(text="bye"))
+    sentence, said = sub.queue.get_nowait(), sub.queue.get_nowait()
+    assert isinstance(sentence, SentenceExpressed) and sentence.stream_id == 7
+    assert sentence.expression.action is not None and sentence.expression.action.code == "farewell.goodbye"
+    assert len(sentence.pcm) == 2 * 8000 and sentence.sample_rate == 16000
+    assert isinstance(said, DeviceSaid) and said.message == Transcript(text="bye")
+
+
+def test_without_a_bus_a_device_that_wants_nothing_gets_no_hook() -> None:
+    assert service().hook_for("box-2", Capability.AUDIO_IN | Capability.AUDIO_OUT) is None
+
+
+def test_an_action_device_gets_action_then_sentiment_in_fay_units() -> None:
+    hook = service().hook_for("box-3", Capability.ACTION)
+    assert hook is not None
+    action, sentiment = hook("这边请", speech(0.5), 4)
+    assert action == Action(stream_id=4, code="guidance.invite", behavior="invite", affect="warm",
+                            intensity=74, priority=82)
+    assert isinstance(sentiment, Sentiment) and sentiment.stream_id == 4
