@@ -21,15 +21,14 @@ from .fields import (
     U16,
     U32,
     VALUES,
-    I8,
     BytesRest,
     Enum8,
     FieldSpec,
     Flags,
-    Records,
     Str,
     wire,
 )
+from .records import I8, Records
 from .values import (
     PROTOCOL_VERSION,
     AudioFormat,

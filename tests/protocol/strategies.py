@@ -16,13 +16,12 @@ from firmware_protocol.fields import (
     FieldSpec,
     Flags,
     Format,
-    Records,
-    SInt,
     Str,
     UInt,
     Values,
 )
 from firmware_protocol.messages import wire_fields
+from firmware_protocol.records import Records, SInt
 
 # Surrogates cannot be encoded as UTF-8, so they are excluded.
 TEXT = st.text(st.characters(codec="utf-8"), max_size=40)
