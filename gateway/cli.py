@@ -139,6 +139,13 @@ def _cmd_bench(args: argparse.Namespace, cfg: GatewayConfig) -> int:
     return run_bench(cfg, utterances=args.utterances, as_json=args.json)
 
 
+def _cmd_bench_links(args: argparse.Namespace, cfg: GatewayConfig) -> int:
+    from gateway.app import load_runner
+    from gateway.bench_links import run_bench_links
+
+    return run_bench_links(cfg, args.readings, args.json, lambda: load_runner(cfg, _progress))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gateway",
@@ -195,6 +202,11 @@ def build_parser() -> argparse.ArgumentParser:
     from gateway.cli_devices import add_devices_parsers
 
     add_devices_parsers(sub, common)
+    bl = sub.add_parser("bench-links", parents=[common], help="sensor readings per second through each link into SQLite; "
+                        "MQTT CPU per message vs a bare paho loop")
+    bl.add_argument("--readings", type=int, default=2000, help="readings per link (default 2000; CoAP sends a fifth)")
+    bl.add_argument("--json", action="store_true", help="print the figures as JSON")
+    bl.set_defaults(func=_cmd_bench_links)
 
     from gateway.cli_models import add_models_parser
 

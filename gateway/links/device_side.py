@@ -55,6 +55,9 @@ class FramedDevice:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
         await self._conn.close("simulation done")
 
 

@@ -1,0 +1,185 @@
+"""`gateway bench-links`: sensor readings per second through each link into durable storage, and
+the CPU the gateway spends per MQTT message compared with a bare paho publish+receive loop.
+
+Everything runs in this process on loopback (the embedded MQTT broker too), with a throw-away
+database; every reading counted was acked STORED, i.e. committed to SQLite first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from firmware_protocol import Hello, ReadingAck, ReadingStatus, SensorReading, Welcome
+from gateway.app import Gateway
+from gateway.config import GatewayConfig
+from gateway.engines.runner import EngineRunner
+from gateway.links.coap import CoapLink
+from gateway.links.device_side import open_device
+from gateway.links.mqtt import MqttLink
+from gateway.links.mqtt_client import AsyncPaho
+from gateway.links.serial_link import SerialLink, SerialPort
+from gateway.links.websocket import WebSocketLink
+
+VALUES = (("percent", "%", 45.0),)
+
+
+def _free_port(kind: int) -> int:
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def _readings(conn: Any, n: int, window: int) -> float:
+    """Send n readings with at most `window` unacked; returns seconds until the last STORED ack."""
+    from firmware_protocol import decode, encode
+
+    start = time.perf_counter()
+    sent = acked = 0
+    while acked < n:
+        while sent < n and sent - acked < window:
+            sent += 1
+            await conn.send(encode(SensorReading(sent, "humidity", 0, VALUES)))
+        ack = decode(await asyncio.wait_for(conn.recv(), 30))
+        if isinstance(ack, ReadingAck):
+            if ack.status != ReadingStatus.STORED:
+                raise RuntimeError(f"reading {ack.seq} not stored: {ack}")
+            acked += 1
+    return time.perf_counter() - start
+
+
+async def _through(cfg: GatewayConfig, runner: EngineRunner, link: Any, transport: str, url: Callable[[], str],
+                   n: int, window: int) -> dict[str, float]:
+    gateway = Gateway(cfg, runner, [link])
+    ready = asyncio.Event()
+    task = asyncio.create_task(gateway.serve(ready))
+    try:
+        await asyncio.wait_for(ready.wait(), 10)
+        if isinstance(link, MqttLink):
+            await asyncio.wait_for(link.connected.wait(), 10)
+        conn = await open_device(transport, url(), f"bench-{transport}")
+        from firmware_protocol import decode, encode
+
+        await conn.send(encode(Hello(device_id=f"bench-{transport}")))
+        assert isinstance(decode(await asyncio.wait_for(conn.recv(), 10)), Welcome)
+        cpu0 = time.process_time()
+        seconds = await _readings(conn, n, window)
+        cpu = time.process_time() - cpu0
+        if hasattr(conn, "close"):
+            await conn.close()
+        return {"readings": n, "per_s": round(n / seconds, 1), "cpu_us_per_reading": round(cpu / n * 1e6, 1)}
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def _bare_paho(port: int, n: int, user: str, password: str) -> float:
+    """CPU microseconds per message for paho publish (QoS 1) + receive through the same broker,
+    with the same window of 32 messages in flight as the readings runs."""
+    from firmware_protocol import encode
+
+    progress = asyncio.Event()
+    count = 0
+
+    def on_message(msg: Any) -> None:
+        nonlocal count
+        count += 1
+        progress.set()
+
+    subscribed = asyncio.Event()
+    client = AsyncPaho("bench-bare", on_message, persistent=False, username=user, password=password,
+                       on_connect=lambda: client.subscribe("bench/bare", 1))
+    client.client.on_subscribe = lambda *args: subscribed.set()
+    await client.connect("127.0.0.1", port)
+    await asyncio.wait_for(subscribed.wait(), 10)
+    data = encode(SensorReading(1, "humidity", 0, VALUES))
+    cpu0 = time.process_time()
+    sent = 0
+    async with asyncio.timeout(120):
+        while count < n:
+            while sent < n and sent - count < 32:
+                sent += 1
+                client.publish("bench/bare", data, 1)
+            progress.clear()
+            await progress.wait()
+    cpu = time.process_time() - cpu0
+    await client.disconnect()
+    return cpu / n * 1e6
+
+
+async def run_link_bench(cfg: GatewayConfig, runner: EngineRunner, n: int) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        def fresh(name: str) -> GatewayConfig:
+            devices = cfg.devices.model_copy(update={"database": Path(tmp) / f"{name}.db", "open_enrolment": True})
+            return cfg.model_copy(update={"devices": devices})
+
+        ws = WebSocketLink("127.0.0.1", 0)
+        results["websocket"] = await _through(fresh("ws"), runner, ws, "ws", lambda: f"ws://127.0.0.1:{ws.port}/ws", n, 32)
+        mqtt = MqttLink("127.0.0.1", 0, embedded=True)
+        results["mqtt_embedded"] = await _through(fresh("mqtt"), runner, mqtt, "mqtt",
+                                                  lambda: f"mqtt://127.0.0.1:{mqtt.port}", n, 32)
+        coap = CoapLink("127.0.0.1", _free_port(socket.SOCK_DGRAM))
+        results["coap"] = await _through(fresh("coap"), runner, coap, "coap",
+                                         lambda: f"coap://127.0.0.1:{coap.port}", max(n // 5, 50), 1)
+        if shutil.which("socat"):
+            results["serial"] = await _serial(fresh("serial"), runner, Path(tmp), n)
+        bare = await _bare_broker_loop(n)
+        results["mqtt_bare_paho_cpu_us_per_message"] = round(bare, 1)
+        gw_cpu = results["mqtt_embedded"]["cpu_us_per_reading"]
+        # A reading is two MQTT messages (reading up, ack down) plus a durable SQLite commit.
+        results["mqtt_gateway_vs_bare_per_message"] = round(gw_cpu / 2 / bare, 2)
+    return results
+
+
+async def _serial(cfg: GatewayConfig, runner: EngineRunner, tmp: Path, n: int) -> dict[str, float]:
+    a, b = tmp / "ttyA", tmp / "ttyB"
+    socat = subprocess.Popen(["socat", "-d", "-d", f"pty,raw,echo=0,link={a}", f"pty,raw,echo=0,link={b}"],
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        assert socat.stderr is not None
+        for line in socat.stderr:
+            if "starting data transfer loop" in line:
+                break
+        return await _through(cfg, runner, SerialLink([SerialPort(str(a))]), "serial", lambda: str(b), n, 32)
+    finally:
+        socat.kill()
+        socat.wait()
+
+
+async def _bare_broker_loop(n: int) -> float:
+    from gateway.links.mqtt_broker import EmbeddedBroker
+
+    async def anyone(user: str | None, password: str | None) -> bool:
+        return True
+
+    broker = EmbeddedBroker("127.0.0.1", 0, "bench", anyone)
+    await broker.start()
+    try:
+        return await _bare_paho(broker.port, n, broker.gateway_user, broker.gateway_password)
+    finally:
+        await broker.stop()
+
+
+def run_bench_links(cfg: GatewayConfig, readings: int, as_json: bool,
+                    load: Callable[[], EngineRunner]) -> int:
+    runner = load()
+    try:
+        results = asyncio.run(run_link_bench(cfg, runner, readings))
+    finally:
+        runner.close()
+    if as_json:
+        print(json.dumps(results, indent=2))
+    else:
+        for name, value in results.items():
+            print(f"{name:<40} {value}")
+    return 0
+
