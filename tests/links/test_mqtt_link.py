@@ -170,3 +170,18 @@ async def test_the_gateway_reconnects_after_mosquitto_restarts_and_gets_what_was
     finally:
         await dev.close()
         await stop(task)
+
+
+async def test_the_gateway_and_a_device_speak_mqtt_5_through_mosquitto(mosquitto, runner, tmp_path):
+    link = MqttLink("127.0.0.1", mosquitto.port, protocol="5")
+    _, task = await start_gateway(link, runner, tmp_path, open_enrolment=True)
+    dev = MqttDevice("mqtt5-dev", protocol="5")
+    try:
+        await dev.connect("127.0.0.1", mosquitto.port)
+        await dev.send(Hello(device_id="mqtt5-dev"))
+        assert isinstance(await recv(dev), Welcome)
+        await dev.send(SensorReading(1, "humidity", 0, HUMID))
+        assert (await recv(dev)).status == ReadingStatus.STORED
+    finally:
+        await dev.close()
+        await stop(task)
