@@ -31,6 +31,7 @@ class ErrorCode(StrEnum):
     AUTH_FAILED = "auth-failed"
     READING_INVALID = "reading-invalid"
     STORAGE_FAILED = "storage-failed"
+    RATE_LIMITED = "rate-limited"
 
 
 class ProtocolError(Exception):

@@ -77,7 +77,7 @@ class Gateway:
         self.db = Database(self.cfg.path(self.cfg.devices.database))
         if self.cfg.devices.open_enrolment:
             log.warning("devices.open_enrolment is on: unregistered devices may connect (fine on a trusted LAN)")
-        self.readings = ReadingService(self.db, self.bus)
+        self.readings = ReadingService(self.db, self.bus, per_minute=self.cfg.devices.max_readings_per_minute)
         self.auth = Authenticator(self.db, self.cfg.devices.open_enrolment)
         for link in self.links:
             if isinstance(link, MqttLink):  # the embedded broker checks logins against the registry

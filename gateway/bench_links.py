@@ -119,7 +119,8 @@ async def run_link_bench(cfg: GatewayConfig, runner: EngineRunner, n: int) -> di
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         def fresh(name: str) -> GatewayConfig:
-            devices = cfg.devices.model_copy(update={"database": Path(tmp) / f"{name}.db", "open_enrolment": True})
+            devices = cfg.devices.model_copy(update={"database": Path(tmp) / f"{name}.db", "open_enrolment": True,
+                                                     "max_readings_per_minute": 0})
             return cfg.model_copy(update={"devices": devices})
 
         ws = WebSocketLink("127.0.0.1", 0)

@@ -170,6 +170,7 @@ class McpConfig(_Section):
 class DevicesConfig(_Section):
     database: Path = Path("data/gateway.db")
     open_enrolment: bool = True
+    max_readings_per_minute: int = Field(120, ge=0, le=1_000_000)
 
 
 class SerialPortConfig(_Section):

@@ -99,16 +99,37 @@ def list_readings(
 class ReadingService:
     """Turns a device's SensorReading into a durable row, a bus event and a ReadingAck."""
 
-    def __init__(self, db: Database, bus: EventBus, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, db: Database, bus: EventBus, clock: Callable[[], float] = time.time, per_minute: int = 0
+    ) -> None:
         self._db = db
         self._bus = bus
         self._clock = clock
+        self._per_minute = per_minute  # 0: no limit
+        self._buckets: dict[str, tuple[float, float]] = {}  # device -> (tokens, at)
         self.stored = 0
         self.duplicates = 0
         self.rejected = 0
 
+    def _take_token(self, device_id: str, now: float) -> bool:
+        """Token bucket per device: bursts up to per_minute, refilled at per_minute / 60 per second."""
+        if not self._per_minute:
+            return True
+        tokens, at = self._buckets.get(device_id, (float(self._per_minute), now))
+        tokens = min(float(self._per_minute), tokens + (now - at) * self._per_minute / 60)
+        if tokens < 1:
+            self._buckets[device_id] = (tokens, now)
+            return False
+        self._buckets[device_id] = (tokens - 1, now)
+        return True
+
     async def handle(self, device_id: str, peer: str, msg: SensorReading) -> ReadingAck:
         received_at = self._clock()
+        if not self._take_token(device_id, received_at):
+            self.rejected += 1
+            log.warning("%s: rate-limited: reading seq %d refused (limit %d per minute)", peer, msg.seq, self._per_minute)
+            return ReadingAck(msg.seq, ReadingStatus.REJECTED, "rate-limited",
+                              f"more than {self._per_minute} readings per minute; resend later")
         try:
             check_reading(msg, received_at)
         except ReadingInvalid as exc:

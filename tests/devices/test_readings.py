@@ -151,3 +151,16 @@ def test_every_acked_reading_survives_kill_9_right_after_the_ack(tmp_path):
     stored = {r.seq for r in list_readings(conn, limit=10**6)}
     conn.close()
     assert set(acked) <= stored
+
+
+async def test_readings_beyond_the_per_minute_limit_are_refused_rate_limited_until_the_bucket_refills(db, bus, caplog):
+    now = [NOW]
+    service = ReadingService(db, bus, clock=lambda: now[0], per_minute=3)
+    statuses = [(await service.handle("fast", "peer-f", SensorReading(i, "co2", 0, (("ppm", "ppm", 400.0),)))).code
+                for i in range(1, 5)]
+    assert statuses == ["", "", "", "rate-limited"]
+    assert "peer-f: rate-limited: reading seq 4 refused" in caplog.text
+    assert (await service.handle("other", "peer-o", SensorReading(1, "co2", 0, (("ppm", "ppm", 400.0),)))).code == ""
+    now[0] += 20  # a third of a minute refills one token
+    assert (await service.handle("fast", "peer-f", SensorReading(4, "co2", 0, (("ppm", "ppm", 400.0),)))).status == ReadingStatus.STORED
+    assert len(await db.run(list_readings)) == 5
