@@ -6,8 +6,8 @@ Method (printed with the figures):
 - search at N nodes: N distinct sentences (who x did what x when x where, 100,800 combinations,
   so many near-duplicates like a real memory stream) embedded with MiniLM and bulk-inserted;
 - queries: 100 questions from templates in other words ("what did Anna do on Sunday?"),
-  embedded; latency of `search_by_vector` (binary KNN
-  candidates + exact rescoring + score; the ~3 ms query embedding is reported apart);
+  embedded; latency of `search_by_vector` (candidates from the binary-code index + exact
+  rescoring + score; the 1-3 ms query embedding is reported apart);
 - recall@10: the relevance-only top-10 against exact brute-force cosine over all N vectors.
 """
 
