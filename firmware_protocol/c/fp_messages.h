@@ -68,6 +68,7 @@ typedef struct {
 #define FP_CODE_AUTH_FAILED "auth-failed"
 #define FP_CODE_READING_INVALID "reading-invalid"
 #define FP_CODE_STORAGE_FAILED "storage-failed"
+#define FP_CODE_RATE_LIMITED "rate-limited"
 
 #define FP_RESERVED_0_FIRST 0x35u
 #define FP_RESERVED_0_LAST 0x3fu
