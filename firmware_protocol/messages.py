@@ -42,7 +42,7 @@ from .values import (
 DEVICE_ID_PATTERN = r"[A-Za-z0-9._:-]{1,64}"
 
 RESERVED_TYPE_RANGES: tuple[tuple[int, int, str], ...] = (
-    (0x35, 0x3F, "expression: visemes, mouth-open, action, sentiment"),
+    (0x36, 0x3F, "expression: visemes, mouth-open, action, sentiment"),
     (0x42, 0x4F, "sensor readings and acks"),
     (0x50, 0x5F, "servo commands"),
     (0xF0, 0xFF, "vendor / experimental"),
@@ -313,12 +313,25 @@ class ServoKeyframes(Message):
     led_rgb: int = wire(U32, 0)
     face: str = wire(STR, "")
 
+
+@dataclass(frozen=True)
+class ExpressionSetup(Message):
+    """Device -> gateway, optional, any time after Hello: how it wants its expression messages.
+
+    mouth_frame_ms is the frame length of its Mouth messages (0 = the gateway's default).
+    """
+
+    TYPE: ClassVar[int] = 0x35
+    NAME: ClassVar[str] = "expression_setup"
+    mouth_frame_ms: int = wire(U8, 0)
+
+
 ALL_MESSAGES: tuple[type[Message], ...] = (
     Hello, Welcome, Ping, Pong, Error, Abort,
     AudioStart, AudioChunk, AudioStop,
     Transcript, ReplyText, TextInput, VadEvent,
     SensorReading, ReadingAck,
-    Visemes, Mouth, Action, Sentiment, ServoKeyframes,
+    Visemes, Mouth, Action, Sentiment, ServoKeyframes, ExpressionSetup,
 )  # fmt: skip
 
 

@@ -121,6 +121,9 @@ static const fp_field_desc_t fields_servo_keyframes[] = {
     {"led_rgb", FP_K_U32, offsetof(fp_servo_keyframes_t, led_rgb), 0u, NULL, 0u, 0u},
     {"face", FP_K_STR, offsetof(fp_servo_keyframes_t, face), 0u, NULL, 0u, 0u},
 };
+static const fp_field_desc_t fields_expression_setup[] = {
+    {"mouth_frame_ms", FP_K_U8, offsetof(fp_expression_setup_t, mouth_frame_ms), 0u, NULL, 0u, 0u},
+};
 static const fp_field_desc_t fields_sensor_reading[] = {
     {"seq", FP_K_U32, offsetof(fp_sensor_reading_t, seq), 0u, NULL, 0u, 0u},
     {"kind", FP_K_IDENT, offsetof(fp_sensor_reading_t, kind), 0u, NULL, 0u, 0u},
@@ -153,6 +156,7 @@ const fp_msg_desc_t fp_messages[FP_MESSAGE_COUNT] = {
     {0x32u, "action", fields_action, 6u},
     {0x33u, "sentiment", fields_sentiment, 2u},
     {0x34u, "servo_keyframes", fields_servo_keyframes, 4u},
+    {0x35u, "expression_setup", fields_expression_setup, 1u},
     {0x40u, "sensor_reading", fields_sensor_reading, 4u},
     {0x41u, "reading_ack", fields_reading_ack, 4u},
 };

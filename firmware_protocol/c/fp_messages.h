@@ -70,7 +70,7 @@ typedef struct {
 #define FP_CODE_STORAGE_FAILED "storage-failed"
 #define FP_CODE_RATE_LIMITED "rate-limited"
 
-#define FP_RESERVED_0_FIRST 0x35u
+#define FP_RESERVED_0_FIRST 0x36u
 #define FP_RESERVED_0_LAST 0x3fu
 #define FP_RESERVED_1_FIRST 0x42u
 #define FP_RESERVED_1_LAST 0x4fu
@@ -97,9 +97,10 @@ typedef struct {
 #define FP_MSG_ACTION 0x32u
 #define FP_MSG_SENTIMENT 0x33u
 #define FP_MSG_SERVO_KEYFRAMES 0x34u
+#define FP_MSG_EXPRESSION_SETUP 0x35u
 #define FP_MSG_SENSOR_READING 0x40u
 #define FP_MSG_READING_ACK 0x41u
-#define FP_MESSAGE_COUNT 20u
+#define FP_MESSAGE_COUNT 21u
 
 /* 0x01 Hello */
 typedef struct {
@@ -244,6 +245,11 @@ typedef struct {
     fp_str_t face;
 } fp_servo_keyframes_t;
 
+/* 0x35 ExpressionSetup */
+typedef struct {
+    uint8_t mouth_frame_ms;
+} fp_expression_setup_t;
+
 /* 0x40 SensorReading */
 typedef struct {
     uint32_t seq;
@@ -282,6 +288,7 @@ typedef struct {
         fp_action_t action;
         fp_sentiment_t sentiment;
         fp_servo_keyframes_t servo_keyframes;
+        fp_expression_setup_t expression_setup;
         fp_sensor_reading_t sensor_reading;
         fp_reading_ack_t reading_ack;
     } u;

@@ -15,6 +15,7 @@ from ..messages import (
     AudioStart,
     AudioStop,
     Error,
+    ExpressionSetup,
     Hello,
     Message,
     Mouth,
@@ -106,6 +107,7 @@ VALID: tuple[tuple[str, str, Message], ...] = (
     ("sentiment-min", "-2.0 as -20 tenths (two's complement 0xec)", Sentiment(3, -20)),
     ("servo-keyframes-wave", "wave on channel 2 (arm): 90 -> 150 -> 30 -> 90, orange LED, smile",
      ServoKeyframes(2, ((2, 90, 0), (2, 150, 250), (2, 30, 500), (2, 90, 750)), 0xFF8800, "smile")),
+    ("expression-setup-10fps", "a small board wants Mouth frames of 100 ms", ExpressionSetup(100)),
 )  # fmt: skip
 
 _PCM16K = "00" + "00003e80" + "01"
@@ -115,7 +117,7 @@ INVALID: tuple[tuple[str, str, str, str], ...] = (
     ("empty", "no bytes at all", "", "malformed-message"),
     ("unknown-type-0x00", "type 0 is not assigned", "00", "unknown-message-type"),
     ("unknown-type-0x07", "unassigned type", "0700000001", "unknown-message-type"),
-    ("reserved-expression-0x35", "reserved for expression messages", "3500",
+    ("reserved-expression-0x36", "reserved for expression messages", "3600",
      "unknown-message-type"),
     ("reserved-sensor-0x4f", "reserved for sensor messages", "4f", "unknown-message-type"),
     ("reserved-servo-0x5f", "reserved for servo commands", "5f", "unknown-message-type"),
@@ -185,6 +187,7 @@ INVALID: tuple[tuple[str, str, str, str], ...] = (
     ("visemes-truncated-record", "count 2, one record", "30" "0001" "02" "00" "0000" "0028" "00",
      "malformed-message"),
     ("sentiment-truncated", "tenths missing", "33" "0001", "malformed-message"),
+    ("expression-setup-empty", "mouth_frame_ms missing", "35", "malformed-message"),
     ("servo-keyframes-truncated", "keyframe cut after the angle", "34" "0001" "01" "02" "5a",
      "malformed-message"),
 )  # fmt: skip

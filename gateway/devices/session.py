@@ -20,6 +20,7 @@ from firmware_protocol import (
     AudioStart,
     AudioStop,
     Error,
+    ExpressionSetup,
     Hello,
     Message,
     Ping,
@@ -178,6 +179,9 @@ async def _dispatch(peer: _Peer, conv: Conversation, services: SessionServices, 
             await conv.on_text(msg.text)
         elif isinstance(msg, SensorReading):
             await _on_reading(peer, services, device_id, msg)
+        elif isinstance(msg, ExpressionSetup):
+            if services.expression is not None:
+                services.expression.configure(device_id, msg)
         elif isinstance(msg, Abort):
             await conv.interrupt(f"device abort: {msg.reason or 'no reason given'}")
         elif isinstance(msg, Ping):

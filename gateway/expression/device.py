@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from firmware_protocol import Capability, Message, Mouth, Sentiment, Visemes
 from firmware_protocol import Action as ActionMessage
 from gateway.engines.base import SynthChunk
-from gateway.expression.mouth import to_bytes
+from gateway.expression.mouth import levels_from_audio, levels_from_runs, to_bytes
 from gateway.expression.sentence import Expression, SentenceExpression
 
 MAX_RUNS = 255
@@ -28,8 +30,16 @@ def viseme_messages(expr: SentenceExpression, stream_id: int) -> list[Message]:
     return [Visemes(stream_id=stream_id, visemes=tuple(p)) for p in parts]
 
 
-def mouth_message(expr: SentenceExpression, stream_id: int) -> Message:
-    return Mouth(stream_id=stream_id, frame_ms=expr.frame_ms, values=to_bytes(list(expr.levels)))
+def mouth_message(expr: SentenceExpression, stream_id: int, chunks: list[SynthChunk], frame_ms: int = 0) -> Message:
+    """Mouth values at `frame_ms` (0: the analysis' frame length)."""
+    if not frame_ms or frame_ms == expr.frame_ms:
+        return Mouth(stream_id=stream_id, frame_ms=expr.frame_ms, values=to_bytes(list(expr.levels)))
+    if expr.timed:
+        levels = levels_from_runs(list(expr.runs), frame_ms)
+    else:
+        pcm = np.concatenate([c.pcm for c in chunks]).astype(np.float32) / 32768.0
+        levels = levels_from_audio(pcm, chunks[0].sample_rate, frame_ms)
+    return Mouth(stream_id=stream_id, frame_ms=frame_ms, values=to_bytes(levels))
 
 
 def action_messages(expr: SentenceExpression, stream_id: int) -> list[Message]:
@@ -51,6 +61,7 @@ class DeviceExpression:
         self._caps = Capability(capabilities)
         self._servo = servo  # gateway.expression.servo.ServoPlayer, when the device drives servos
         self._observers = observers
+        self.mouth_frame_ms = 0  # 0: the gateway's default (ExpressionSetup sets it)
 
     @property
     def wants_anything(self) -> bool:
@@ -67,7 +78,7 @@ class DeviceExpression:
         if self._caps & Capability.VISEMES:
             out += viseme_messages(expr, stream_id)
         if self._caps & Capability.MOUTH:
-            out.append(mouth_message(expr, stream_id))
+            out.append(mouth_message(expr, stream_id, chunks, self.mouth_frame_ms))
         if self._caps & Capability.SERVO and self._servo is not None:
             keyframes = self._servo.on_sentence(expr, stream_id)  # type: ignore[attr-defined]
             if keyframes is not None:

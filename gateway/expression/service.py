@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from firmware_protocol import AudioStop, Capability, Message, ReplyText, StopReason, Transcript
+from firmware_protocol import AudioStop, Capability, ExpressionSetup, Message, ReplyText, StopReason, Transcript
 from gateway.bus import EventBus
 from gateway.config import GatewayConfig
 from gateway.expression.device import DeviceExpression
@@ -45,6 +45,7 @@ class ExpressionService:
         self.servo_map = servo_map
         self.bus = bus
         self._players: dict[str, ServoPlayer] = {}  # device id -> its servo player (one per device)
+        self._hooks: dict[str, DeviceExpression] = {}  # device id -> its sentence hook
 
     @classmethod
     def from_paths(cls, rules: Path, sentiment: Path, servo_map: Path | None, frame_ms: int,
@@ -88,5 +89,10 @@ class ExpressionService:
         servo = None
         if capabilities & Capability.SERVO and self.servo_map is not None:
             servo = self._players[device_id] = ServoPlayer(self.servo_map.get)
-        hook = DeviceExpression(self.expression, capabilities, servo, observers)
+        hook = self._hooks[device_id] = DeviceExpression(self.expression, capabilities, servo, observers)
         return hook if hook.wants_anything else None
+
+    def configure(self, device_id: str, setup: ExpressionSetup) -> None:
+        """Apply a device's ExpressionSetup (its Mouth frame length) to its next sentences."""
+        if (hook := self._hooks.get(device_id)) is not None:
+            hook.mouth_frame_ms = setup.mouth_frame_ms

@@ -3,6 +3,8 @@ Sentiment and a viseme track per sentence, sent before the sentence's first audi
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from firmware_protocol import Action, Capability, Mouth, Sentiment, ServoKeyframes, Visemes
@@ -75,3 +77,22 @@ async def test_a_servo_board_gets_keyframes_within_its_channel_limits(ws_gateway
     (frames,) = [m for m in result.expression if isinstance(m, ServoKeyframes)]
     assert frames.face == "smile" and frames.led_rgb == 0xFF7F50  # affect warm
     assert all(0 <= angle <= 180 for _, angle, _ in frames.keyframes)
+
+
+async def test_a_device_can_ask_for_its_own_mouth_frame_rate_with_expression_setup(ws_gateway) -> None:
+    from websockets.asyncio.client import connect
+
+    from firmware_protocol import ExpressionSetup, Hello, ReplyText, TextInput, Welcome, decode, encode
+
+    caps = Capability.AUDIO_IN | Capability.AUDIO_OUT | Capability.TEXT | Capability.MOUTH
+    mouths = []
+    async with connect(ws_gateway) as ws:
+        await ws.send(encode(Hello(device_id="jaw-e2e", capabilities=caps)))
+        assert isinstance(decode(await ws.recv()), Welcome)
+        await ws.send(encode(ExpressionSetup(mouth_frame_ms=100)))
+        await ws.send(encode(TextInput(text="thank you")))
+        while not isinstance(msg := decode(await asyncio.wait_for(ws.recv(), 30)), ReplyText) or not msg.final:
+            if isinstance(msg, Mouth):
+                mouths.append(msg)
+    assert [m.frame_ms for m in mouths] == [100]
+    assert 5 <= len(mouths[0].values) <= 30  # "You are welcome." is about 1 to 3 s long

@@ -73,3 +73,17 @@ def test_an_action_device_gets_action_then_sentiment_in_fay_units() -> None:
     assert action == Action(stream_id=4, code="guidance.invite", behavior="invite", affect="warm",
                             intensity=74, priority=82)
     assert isinstance(sentiment, Sentiment) and sentiment.stream_id == 4
+
+
+def test_expression_setup_changes_the_mouth_frame_length_of_that_device_only() -> None:
+    from firmware_protocol import ExpressionSetup, Mouth
+
+    svc = service()
+    slow = svc.hook_for("jaw-1", Capability.MOUTH)
+    other = svc.hook_for("jaw-2", Capability.MOUTH)
+    assert slow is not None and other is not None
+    svc.configure("jaw-1", ExpressionSetup(mouth_frame_ms=100))
+    (mouth,) = slow("Goodbye!", speech(1.0), 1)
+    (default,) = other("Goodbye!", speech(1.0), 1)
+    assert isinstance(mouth, Mouth) and (mouth.frame_ms, len(mouth.values)) == (100, 10)
+    assert isinstance(default, Mouth) and (default.frame_ms, len(default.values)) == (40, 25)
