@@ -168,6 +168,16 @@ def default_links(cfg: GatewayConfig) -> list[DeviceLink]:
 def connect_hints(cfg: GatewayConfig, port: int) -> list[str]:
     """Where devices connect, for the start-up banner."""
     path = cfg.server.websocket_path
-    if cfg.server.host in ("0.0.0.0", "::", ""):
-        return [f"ws://{socket.gethostname()}:{port}{path}  (from the LAN)", f"ws://127.0.0.1:{port}{path}  (from this machine)"]
-    return [f"ws://{cfg.server.host}:{port}{path}"]
+    lan = cfg.server.host in ("0.0.0.0", "::", "")
+    host = socket.gethostname() if lan else cfg.server.host
+    if lan:
+        hints = [f"ws://{host}:{port}{path}  (from the LAN)", f"ws://127.0.0.1:{port}{path}  (from this machine)"]
+    else:
+        hints = [f"ws://{host}:{port}{path}"]
+    if cfg.mqtt.enabled:
+        broker = f"{cfg.mqtt.host}:{cfg.mqtt.port}" if cfg.mqtt.host else f"{host}:{cfg.mqtt.port} (embedded broker)"
+        hints.append(f"mqtt://{broker}  topics {cfg.mqtt.topic_prefix}/<device id>/up|down|status")
+    if cfg.coap.enabled:
+        hints.append(f"coap://{host}:{cfg.coap.port}/gw/<device id>/up  (observe .../down)")
+    hints += [f"serial {p.port} at {p.baud} baud" for p in cfg.serial.ports]
+    return hints

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from gateway.app import Gateway
 from gateway.config import GatewayConfig, parse_config
 from gateway.devices.auth import add_device, check_token, get_device, list_devices, remove_device
 from gateway.devices.database import connect
-from gateway.devices.readings import ReadingStored
+from gateway.devices.readings import ReadingStored, insert_reading
 from gateway.links.base import LinkClosed
 from gateway.links.memory import MemoryLink
 
@@ -130,3 +131,11 @@ def test_gateway_devices_add_prints_credentials_and_list_show_remove_and_reading
     assert missing.returncode == 1 and "no device bp-7" in missing.stderr
     assert _gateway_cli("devices", "add", "bad id", config=config).returncode == 2
     assert "no readings stored yet" in _gateway_cli("readings", config=config).stdout
+    conn = connect(tmp_path / "gw.db")
+    insert_reading(conn, "bp-7", SensorReading(1, "blood_pressure", 1764547200,
+                                              (("systolic", "mmHg", 121.0), ("diastolic", "mmHg", 79.0))), 1764547260.0)
+    conn.close()
+    listed = _gateway_cli("readings", "--device", "bp-7", config=config).stdout
+    assert "2025-12-01T00:00:00+00:00  bp-7  blood_pressure: systolic 121 mmHg, diastolic 79 mmHg" in listed
+    [row] = [json.loads(line) for line in _gateway_cli("readings", "--json", config=config).stdout.splitlines()]
+    assert row["values"] == {"systolic": 121.0, "diastolic": 79.0} and row["clock"] == "device"

@@ -171,3 +171,32 @@ async def test_a_cable_pulled_mid_frame_is_reopened_when_the_device_comes_back(s
             dev.close()
     assert serial_gateway.opened[str(cable.gateway_end)] >= 2
     assert "reopening when it comes back" in caplog.text
+
+
+async def test_two_ports_serve_two_devices_at_once(runner, tmp_path):
+    cables = [Socat(tmp_path / name) for name in ("one", "two")]
+    for cable in cables:
+        cable.gateway_end.parent.mkdir()
+        cable.plug()
+    cfg = parse_config({"devices": {"database": str(tmp_path / "g.db")}}, ROOT)
+    link = SerialLink([SerialPort(str(c.gateway_end)) for c in cables])
+    ready = asyncio.Event()
+    task = asyncio.create_task(Gateway(cfg, runner, [link]).serve(ready))
+    devices = []
+    try:
+        await asyncio.wait_for(ready.wait(), 10)
+        devices = [Device(c.device_end) for c in cables]
+        for i, dev in enumerate(devices):
+            await dev.hello(f"uart-{i}")
+        for i, dev in enumerate(devices):
+            await dev.send(SensorReading(1, "humidity", 0, (("percent", "%", 30.0 + i),)))
+        for dev in devices:
+            ack = await dev.recv()
+            assert isinstance(ack, ReadingAck) and ack.status == ReadingStatus.STORED
+    finally:
+        for dev in devices:
+            dev.close()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        for cable in cables:
+            cable.pull()
