@@ -250,6 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = load_config(_config_path(args.config))
         logging.getLogger().setLevel(logging.DEBUG if args.verbose else cfg.logging.level)
+        if not args.verbose:  # the embedded broker's state machine logs every transition at INFO
+            for noisy in ("transitions", "amqtt"):
+                logging.getLogger(noisy).setLevel(logging.WARNING)
         return args.func(args, cfg)
     except GatewayError as exc:
         print(f"error: {exc}", file=sys.stderr)

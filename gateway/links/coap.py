@@ -176,7 +176,11 @@ class CoapLink:
         async with asyncio.TaskGroup() as tg:
             self._tg = tg
             try:
-                context = await aiocoap.Context.create_server_context(site, bind=(self.host, self.port))
+                # UDP only: aiocoap would otherwise also open CoAP over TCP, TLS and WebSocket
+                # (port 8683) listeners that nobody configured or documented.
+                context = await aiocoap.Context.create_server_context(
+                    site, bind=(self.host, self.port), transports=["udp6"]
+                )
             except OSError as exc:
                 log.error("coap: cannot listen on udp %s:%d (%s). CoAP devices cannot connect; change coap.port",
                           self.host, self.port, exc.strerror or exc)
