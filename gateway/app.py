@@ -159,9 +159,10 @@ def default_links(cfg: GatewayConfig) -> list[DeviceLink]:
         m = cfg.mqtt
         links.append(MqttLink(m.host or s.host, m.port, topic_prefix=m.topic_prefix, protocol=m.protocol,
                               client_id=m.client_id, username=m.username or None, password=m.password or None,
-                              max_frame_bytes=s.max_frame_bytes, embedded=not m.host))
+                              max_frame_bytes=s.max_frame_bytes, embedded=not m.host,
+                              inbox_messages=m.inbox_messages, offline_queue=m.offline_queue))
     if cfg.coap.enabled:
-        links.append(CoapLink(s.host, cfg.coap.port, s.max_frame_bytes))
+        links.append(CoapLink(s.host, cfg.coap.port, s.max_frame_bytes, cfg.coap.outbox_bytes))
     return links
 
 

@@ -191,6 +191,8 @@ class MqttConfig(_Section):
     username: str = ""
     password: str = ""
     client_id: str = Field("edge-gateway", min_length=1, max_length=23)
+    inbox_messages: int = Field(256, ge=8, le=65536)
+    offline_queue: int = Field(1000, ge=0, le=1_000_000)
 
     @model_validator(mode="after")
     def _embedded_speaks_311(self) -> "MqttConfig":
@@ -202,6 +204,7 @@ class MqttConfig(_Section):
 class CoapConfig(_Section):
     enabled: bool = True
     port: int = Field(5683, ge=1, le=65535)
+    outbox_bytes: int = Field(1 << 20, ge=4096, le=64 << 20)
 
 
 class LoggingConfig(_Section):

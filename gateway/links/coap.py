@@ -29,13 +29,13 @@ from gateway.links.base import ConnectionHandler, LinkClosed
 log = logging.getLogger(__name__)
 
 PROCESS_WAIT_S = 2.0  # how long a POST waits for the session to answer before responding
-OUTBOX_LIMIT_BYTES = 1 << 20  # downlink bytes kept for a device that fetches nothing
 NOTIFICATION_BYTES = 1000  # fits one datagram: libcoap clients drop block-wise notifications
 
 
 class CoapDeviceConnection:
-    def __init__(self, device_id: str, peer: str) -> None:
+    def __init__(self, device_id: str, peer: str, outbox_bytes: int = 1 << 20) -> None:
         self.device_id = device_id
+        self.outbox_bytes = outbox_bytes  # downlink bytes kept for a device that fetches nothing
         self.peer = f"coap {peer} ({device_id})"
         self._inbox: deque[Message | ProtocolError] = deque()
         self.outbox = bytearray()  # byte-stream frames not fetched yet
@@ -68,7 +68,7 @@ class CoapDeviceConnection:
     async def send(self, message: Message) -> None:
         if self._closed is not None:
             raise LinkClosed(self._closed)
-        if len(self.outbox) >= OUTBOX_LIMIT_BYTES:
+        if len(self.outbox) >= self.outbox_bytes:
             self.dropped += 1  # nobody fetches: drop new frames, count them
             return
         self.outbox += encode_stream_frame(message)
@@ -131,8 +131,9 @@ class DeviceResources(resource.Resource, interfaces.ObservableResource, resource
 class CoapLink:
     name = "coap"
 
-    def __init__(self, host: str, port: int, max_frame_bytes: int = 65536) -> None:
+    def __init__(self, host: str, port: int, max_frame_bytes: int = 65536, outbox_bytes: int = 1 << 20) -> None:
         self.host, self.port = host, port
+        self.outbox_bytes = outbox_bytes
         self.max_frame_bytes = max_frame_bytes
         self.connections: dict[str, CoapDeviceConnection] = {}
         self._handler: ConnectionHandler | None = None
@@ -151,7 +152,7 @@ class CoapLink:
         if conn is None or isinstance(item, Hello):
             if conn is not None:
                 conn.end("a new Hello started a new session")
-            conn = self.connections[device_id] = CoapDeviceConnection(device_id, peer)
+            conn = self.connections[device_id] = CoapDeviceConnection(device_id, peer, self.outbox_bytes)
             assert self._tg is not None and self._handler is not None
             self._tg.create_task(self._run(conn), name=f"coap {device_id}")
         conn.deliver(item)

@@ -31,7 +31,6 @@ log = logging.getLogger(__name__)
 
 RECONNECT_FIRST_S = 0.2
 RECONNECT_MAX_S = 10.0
-INBOX_SIZE = 256
 
 
 def qos_for(message: Message) -> int:
@@ -52,7 +51,7 @@ class MqttDeviceConnection:
         self.dropped = 0
 
     def deliver(self, item: Message | ProtocolError) -> None:
-        if len(self._inbox) >= INBOX_SIZE:
+        if len(self._inbox) >= self._link.inbox_messages:
             self.dropped += 1
             if self.dropped in (1, 10, 100) or self.dropped % 1000 == 0:
                 log.warning("%s: inbox full, dropped %d messages so far", self.peer, self.dropped)
@@ -98,6 +97,8 @@ class MqttLink:
         password: str | None = None,
         max_frame_bytes: int = 65536,
         embedded: bool = False,
+        inbox_messages: int = 256,
+        offline_queue: int = 1000,
     ) -> None:
         """`embedded`: run the broker in-process on host:port (the link then logs in to it)."""
         self.host, self.port = host, port
@@ -108,6 +109,8 @@ class MqttLink:
         self.client_id = client_id
         self.username, self.password = username, password
         self.max_frame_bytes = max_frame_bytes
+        self.inbox_messages = inbox_messages  # per device; newer messages are dropped when full
+        self.offline_queue = offline_queue  # QoS 1 messages paho keeps while the broker is away
         self.connections: dict[str, MqttDeviceConnection] = {}
         self.connects = 0  # successful (re)connections to the broker
         self.connected = asyncio.Event()  # set while connected to the broker
@@ -190,7 +193,8 @@ class MqttLink:
         """Connect, stay connected, reconnect with back-off; devices' sessions end on each loss."""
         delay = RECONNECT_FIRST_S
         self._client = AsyncPaho(self.client_id, self._on_message, protocol=self.protocol, username=self.username,
-                                 password=self.password, persistent=True, on_connect=self._subscribe)
+                                 password=self.password, persistent=True, on_connect=self._subscribe,
+                                 max_queued=self.offline_queue)
         while True:
             try:
                 await self._client.connect(self._broker_host(), self.port)

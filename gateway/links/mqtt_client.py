@@ -51,6 +51,7 @@ class AsyncPaho:
         persistent: bool = True,
         will: Will | None = None,
         on_connect: Callable[[], None] | None = None,
+        max_queued: int = 1000,
     ) -> None:
         self._loop = asyncio.get_running_loop()
         self._v5 = protocol == "5"
@@ -62,7 +63,7 @@ class AsyncPaho:
             **kwargs,
         )
         self.persistent = persistent
-        self.client.max_queued_messages_set(1000)  # QoS 1 messages kept while offline (bounded)
+        self.client.max_queued_messages_set(max_queued)  # QoS 1 messages kept while offline (bounded)
         if username:
             self.client.username_pw_set(username, password)
         if will is not None:
