@@ -23,6 +23,7 @@ import paho.mqtt.client as paho
 
 from firmware_protocol import AudioChunk, Hello, Message, ProtocolError, decode, encode
 from firmware_protocol.messages import DEVICE_ID_PATTERN
+from gateway.links.mqtt_dedup import RedeliveryFilter
 from gateway.links.base import ConnectionHandler, LinkClosed
 from gateway.links.mqtt_broker import CredentialCheck, EmbeddedBroker
 from gateway.links.mqtt_client import AsyncPaho, MqttConnectError
@@ -112,6 +113,7 @@ class MqttLink:
         self.inbox_messages = inbox_messages  # per device; newer messages are dropped when full
         self.offline_queue = offline_queue  # QoS 1 messages paho keeps while the broker is away
         self.connections: dict[str, MqttDeviceConnection] = {}
+        self._redeliveries = RedeliveryFilter()
         self.connects = 0  # successful (re)connections to the broker
         self.connected = asyncio.Event()  # set while connected to the broker
         self._client: AsyncPaho | None = None
@@ -134,6 +136,10 @@ class MqttLink:
         if channel == "status":
             if msg.payload == b"offline" and (conn := self.connections.get(device_id)):
                 conn.end("device went offline")
+            return
+        if self._redeliveries.is_redelivery(msg.topic, msg.payload, msg.qos, msg.dup):
+            log.info("mqtt %s: dropped a QoS 1 redelivery already processed (%d so far)",
+                     device_id, self._redeliveries.dropped)
             return
         item: Message | ProtocolError
         if len(msg.payload) > self.max_frame_bytes:
