@@ -55,3 +55,24 @@ def mosquitto(tmp_path: Path) -> Iterator[Mosquitto]:
     broker.start()
     yield broker
     broker.stop()
+
+
+def documented_acl() -> str:
+    """The mosquitto ACL exactly as docs/MQTT.md gives it to users."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "MQTT.md").read_text(encoding="utf-8")
+    start = doc.index("# /etc/mosquitto/gateway.acl")
+    return doc[start : doc.index("```", start)]
+
+
+class SecuredMosquitto(Mosquitto):
+    """mosquitto configured as docs/MQTT.md says: no anonymous logins, one password per device, the ACL."""
+
+    def __init__(self, tmp: Path, logins: dict[str, str]) -> None:
+        super().__init__(tmp)
+        passwd, acl = tmp / "gateway.passwd", tmp / "gateway.acl"
+        passwd.touch(mode=0o600)
+        for user, password in logins.items():
+            subprocess.run(["mosquitto_passwd", "-b", str(passwd), user, password], check=True)
+        acl.write_text(documented_acl())
+        self.conf.write_text(self.conf.read_text().replace("allow_anonymous true", "allow_anonymous false")
+                             + f"password_file {passwd}\nacl_file {acl}\n")

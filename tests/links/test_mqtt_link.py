@@ -185,3 +185,27 @@ async def test_the_gateway_and_a_device_speak_mqtt_5_through_mosquitto(mosquitto
     finally:
         await dev.close()
         await stop(task)
+
+
+async def test_mosquitto_with_the_documented_acl_keeps_each_device_on_its_own_topics(runner, tmp_path):
+    from tests.links.conftest import SecuredMosquitto
+
+    if shutil.which("mosquitto_passwd") is None:
+        pytest.skip("needs mosquitto (mosquitto_passwd)")
+    broker = SecuredMosquitto(tmp_path, {"edge-gateway": "gateway-secret", "acl-a": "token-a", "acl-b": "token-b"})
+    broker.start()
+    link = MqttLink("127.0.0.1", broker.port, username="edge-gateway", password="gateway-secret")
+    _, task = await start_gateway(link, runner, tmp_path, open_enrolment=True)
+    try:
+        with pytest.raises(MqttConnectError, match="refused|not authori"):
+            await MqttDevice("acl-a", "wrong-token").connect("127.0.0.1", broker.port)
+        dev = MqttDevice("acl-a", "token-a")
+        await dev.connect("127.0.0.1", broker.port)
+        dev._client.publish("gw/acl-b/up", encode(Hello(device_id="acl-b")), 1)  # not its topic
+        await dev.send(Hello(device_id="acl-a"))  # published after, so delivered after
+        assert isinstance(await recv(dev), Welcome)
+        assert "acl-a" in link.connections and "acl-b" not in link.connections
+        await dev.close()
+    finally:
+        await stop(task)
+        broker.stop()
