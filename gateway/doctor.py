@@ -123,26 +123,39 @@ def _listener_of(port: int) -> str:
     return ""
 
 
+def _listeners(cfg: GatewayConfig) -> list[tuple[str, str, int, int, str]]:
+    """(what, host, port, socket type, config key) for every port `gateway run` opens."""
+    host = cfg.server.host
+    ports = [("WebSocket", host, cfg.server.websocket_port, socket.SOCK_STREAM, "server.websocket_port")]
+    if cfg.screens.enabled:
+        ports.append(("screens", cfg.screens.host, cfg.screens.port, socket.SOCK_STREAM, "screens.port"))
+    if cfg.mqtt.enabled and not cfg.mqtt.host:
+        ports.append(("embedded MQTT broker", host, cfg.mqtt.port, socket.SOCK_STREAM, "mqtt.port"))
+    if cfg.coap.enabled:
+        ports.append(("CoAP (UDP)", host, cfg.coap.port, socket.SOCK_DGRAM, "coap.port"))
+    return ports
+
+
 def _port(cfg: GatewayConfig) -> Iterator[Check]:
-    host, port = cfg.server.host, cfg.server.websocket_port
-    where = f"WebSocket port {host}:{port}"
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    try:
-        with socket.socket(family, socket.SOCK_STREAM) as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind((host, port))
-    except OSError as exc:
-        change = "or set server.websocket_port (or server.host) in gateway.yaml"
-        if exc.errno == errno.EADDRINUSE:
-            who = _listener_of(port) or "another process"
-            yield Check(FAIL, f"{where} is in use by {who}", f"stop that process {change}")
-        elif exc.errno == errno.EACCES:
-            yield Check(FAIL, f"{where}: permission denied", f"use a port >= 1024 {change}")
-        else:
-            yield Check(FAIL, f"{where}: cannot bind ({exc.strerror})",
-                        "server.host must be an address of this machine (0.0.0.0 = all)")
-        return
-    yield Check(OK, f"{where} is free")
+    for what, host, port, kind, key in _listeners(cfg):
+        where = f"{what} port {host}:{port}"
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        try:
+            with socket.socket(family, kind) as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                s.bind((host, port))
+        except OSError as exc:
+            change = f"or set {key} (or the host) in gateway.yaml"
+            if exc.errno == errno.EADDRINUSE:
+                who = (_listener_of(port) if kind == socket.SOCK_STREAM else "") or "another process"
+                yield Check(FAIL, f"{where} is in use by {who}", f"stop that process {change}")
+            elif exc.errno == errno.EACCES:
+                yield Check(FAIL, f"{where}: permission denied", f"use a port >= 1024 {change}")
+            else:
+                yield Check(FAIL, f"{where}: cannot bind ({exc.strerror})",
+                            "the host must be an address of this machine (0.0.0.0 = all)")
+            continue
+        yield Check(OK, f"{where} is free")
 
 
 def _sqlite() -> Iterator[Check]:

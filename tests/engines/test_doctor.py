@@ -63,3 +63,19 @@ def test_a_busy_port_fails_and_names_the_listening_process(
     text = "\n".join(lines)
     assert f"FAIL WebSocket port 127.0.0.1:{port} is in use by pid {os.getpid()}" in text
     assert "server.websocket_port" in text
+
+
+def test_a_busy_mqtt_or_coap_port_fails_and_names_its_config_key(prepared_cfg: GatewayConfig, make_config) -> None:
+    with socket.socket() as tcp, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        tcp.bind(("127.0.0.1", 0))
+        tcp.listen()
+        udp.bind(("127.0.0.1", 0))
+        mqtt_port, coap_port = tcp.getsockname()[1], udp.getsockname()[1]
+        cfg = make_config(prepared_cfg.models.dir, server={"host": "127.0.0.1", "websocket_port": _free_port()},
+                          mqtt={"port": mqtt_port}, coap={"port": coap_port})
+        lines: list[str] = []
+        assert run_doctor(cfg, lines.append) == 1
+    text = "\n".join(lines)
+    assert f"FAIL embedded MQTT broker port 127.0.0.1:{mqtt_port} is in use by pid {os.getpid()}" in text
+    assert f"FAIL CoAP (UDP) port 127.0.0.1:{coap_port} is in use" in text
+    assert "mqtt.port" in text and "coap.port" in text
