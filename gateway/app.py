@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gateway.audio.pcm import int16_to_float, resample
+from gateway.brain.factory import build_brain, drain_brain
 from gateway.bus import EventBus
 from gateway.config import GatewayConfig
 from gateway.devices.auth import Authenticator
@@ -28,7 +29,6 @@ from gateway.links.base import DeviceConnection, DeviceLink
 from gateway.memory.readings import consume_readings
 from gateway.memory.alerts import speak_alerts
 from gateway.memory.events import Alert
-from gateway.memory.recall import MemoryBrain
 from gateway.memory.rules import RuleEngine, install_rules
 from gateway.memory.scheduler import MemoryScheduler
 from gateway.memory.service import MemoryService
@@ -39,7 +39,6 @@ from gateway.links.mqtt import MqttLink
 from gateway.links.serial_link import SerialLink, SerialPort
 from gateway.links.websocket import WebSocketLink
 from gateway.modelstore import ModelStore
-from gateway.voice.brain import LocalBrain
 from gateway.voice.conversation import TurnMetrics
 
 log = logging.getLogger(__name__)
@@ -72,8 +71,7 @@ class Gateway:
         for link in self.links:  # links that watch the gateway's events (the LAN screens)
             if isinstance(link, ScreensServer):
                 link.attach_bus(self.bus)
-        brain = LocalBrain.from_config(self.cfg)
-        self.brain = MemoryBrain(brain, self.memory) if self.memory is not None else brain
+        self.brain = build_brain(self.cfg, self.memory)
         self.db = Database(self.cfg.path(self.cfg.devices.database))
         if self.cfg.devices.open_enrolment:
             log.warning("devices.open_enrolment is on: unregistered devices may connect (fine on a trusted LAN)")
@@ -139,8 +137,7 @@ class Gateway:
         finally:
             sub.close()
             alerts.close()
-            if isinstance(self.brain, MemoryBrain):
-                await self.brain.drain()
+            await drain_brain(self.brain)
             await memory.close()
 
 

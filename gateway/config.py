@@ -118,9 +118,28 @@ class AudioConfig(_Section):
     default_sample_rate: int = Field(16000, ge=8000, le=48000)
 
 
+class LlmProviderConfig(_Section):
+    """One OpenAI-compatible chat endpoint (see docs/CONFIG.md, brain.providers)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,32}$")
+    base_url: str = Field(pattern=r"^https?://\S+$")
+    model: str = Field(min_length=1)
+    api_key: str = ""  # write ${ENV_NAME}; never the key itself
+    first_token_timeout_s: float = Field(3.0, gt=0, le=60)
+    total_timeout_s: float = Field(30.0, gt=0, le=600)
+    max_tokens: int = Field(300, ge=1, le=8192)
+
+
 class BrainConfig(_Section):
     replies: Path = Path("config/replies.yaml")
     fallback: str = "Sorry, I did not catch that. You can ask me the time, the date, or just say hello."
+    providers: tuple[LlmProviderConfig, ...] = ()
+    system_prompt: str = (
+        "You are a friendly voice assistant on a small speaker. Answer in one to three short spoken "
+        "sentences, in the language of the question, without markdown, lists, code or links."
+    )
+    history_tokens: int = Field(1500, ge=0, le=100_000)
+    split: Literal["sentence", "clause"] = "sentence"
 
 
 class MemoryRuleConfig(_Section):

@@ -61,11 +61,15 @@ class MemoryBrain:
 
     async def reply(self, utterance: str, ctx: BrainContext) -> AsyncIterator[str]:
         text = await self.answer(utterance, ctx)
-        task = asyncio.create_task(self._remember_turn(utterance, text, ctx.device_id))
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
+        self.keep_turn(utterance, text, ctx.device_id)
         for sentence in split_sentences(text):
             yield sentence
+
+    def keep_turn(self, utterance: str, reply: str, device_id: str) -> None:
+        """Write the turn to memory in the background (the reply is never delayed by it)."""
+        task = asyncio.create_task(self._remember_turn(utterance, reply, device_id))
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
 
     async def drain(self) -> None:
         """Wait for the turn writes in flight (tests, shutdown)."""

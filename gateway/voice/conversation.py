@@ -211,6 +211,8 @@ class Conversation:
         except asyncio.CancelledError:
             m.barged_in = True
             m.reply = " ".join(play.sentences_started)
+            if (spoken := getattr(self._brain, "spoken", None)) is not None:
+                spoken(self.device_id, m.reply)  # the brain's history keeps only what was played
             raise
         except GatewayError as exc:
             log.exception("%s (%s): %s", self._peer, self.device_id, exc.code)

@@ -1,0 +1,106 @@
+"""CloudBrain: local first (reply table, memory), else the LLM providers in order, else local.
+
+Implements the `Brain` protocol. The LLM reply streams through the pipeline stages and each
+sentence is yielded as soon as it is complete. History per device is kept within a token budget;
+after a barge-in `spoken()` replaces the last reply by the part that was actually played.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+
+from gateway.brain.history import History
+from gateway.brain.llm import LlmProvider, ProviderFailed
+from gateway.brain.pipeline import SentenceDivider, extract_hints, speech_text
+from gateway.memory.recall import MemoryBrain
+from gateway.voice.brain import BrainContext, LocalBrain, split_sentences
+
+log = logging.getLogger(__name__)
+
+
+class CloudBrain:
+    def __init__(self, local: LocalBrain, providers: list[LlmProvider], *, memory: MemoryBrain | None = None,
+                 system_prompt: str = "", history_tokens: int = 1500, clauses: bool = False) -> None:
+        self.local = local
+        self.memory = memory
+        self.providers = providers
+        self.system_prompt = system_prompt
+        self.clauses = clauses
+        self._history: dict[str, History] = {}
+        self._budget = history_tokens
+
+    def history(self, device_id: str) -> History:
+        return self._history.setdefault(device_id, History(self._budget))
+
+    async def close(self) -> None:
+        for p in self.providers:
+            await p.close()
+
+    async def reply(self, utterance: str, ctx: BrainContext) -> AsyncIterator[str]:
+        local = await self._local_answer(utterance, ctx)
+        history = self.history(ctx.device_id)
+        messages = self._messages(utterance, ctx.device_id)
+        history.add_turn(utterance, "")
+        said: list[str] = []
+        sentences = _iterate(split_sentences(local)) if local is not None else self._ask_llm(messages, ctx)
+        try:
+            async for sentence in sentences:
+                said.append(sentence)
+                # Updated before each yield only: after a barge-in nothing overwrites `spoken()`.
+                history.replace_last_reply(" ".join(said))
+                yield sentence
+        finally:
+            if self.memory is not None and said:
+                self.memory.keep_turn(utterance, " ".join(said), ctx.device_id)
+
+    def spoken(self, device_id: str, text: str) -> None:
+        """After a barge-in: the last reply in the history becomes what was actually played."""
+        self.history(device_id).replace_last_reply(text)
+
+    async def _local_answer(self, utterance: str, ctx: BrainContext) -> str | None:
+        if self.memory is not None:
+            text = await self.memory.answer(utterance, ctx)
+            return None if text == self.local.fallback else text
+        return self.local.try_answer(utterance, ctx)
+
+    def _messages(self, utterance: str, device_id: str) -> list[dict[str, str]]:
+        system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        return [*system, *self.history(device_id).messages(), {"role": "user", "content": utterance}]
+
+    async def _ask_llm(self, messages: list[dict[str, str]], ctx: BrainContext) -> AsyncIterator[str]:
+        for provider in self.providers:
+            divider = SentenceDivider(clauses=self.clauses)
+            spoke = False
+            try:
+                async for token in provider.stream(messages):
+                    for piece in divider.feed(token):
+                        if text := _speakable(piece):
+                            spoke = True
+                            yield text
+                for piece in divider.flush():
+                    if text := _speakable(piece):
+                        spoke = True
+                        yield text
+            except ProviderFailed as exc:
+                log.warning("brain: provider %s failed for %s: %s", exc.provider, ctx.device_id, exc.reason)
+                if spoke:
+                    return  # part of the reply was said: never repeat it from another provider
+                continue
+            if spoke:
+                return
+            log.warning("brain: provider %s failed for %s: nothing speakable", provider.name, ctx.device_id)
+        if self.providers:
+            log.warning("brain: every provider failed for %s; answering locally", ctx.device_id)
+        for sentence in split_sentences(self.local.fallback):
+            yield sentence
+
+
+def _speakable(piece: str) -> str:
+    text, _hints = extract_hints(piece)
+    return speech_text(text)
+
+
+async def _iterate(items: list[str]) -> AsyncIterator[str]:
+    for item in items:
+        yield item

@@ -1,0 +1,32 @@
+"""Build the brain from the config: local (+ memory) as before, or CloudBrain when providers exist."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gateway.memory.recall import MemoryBrain
+from gateway.voice.brain import Brain, LocalBrain
+
+if TYPE_CHECKING:
+    from gateway.config import GatewayConfig
+    from gateway.memory.service import MemoryService
+
+
+def build_brain(cfg: GatewayConfig, memory: MemoryService | None) -> Brain:
+    local = LocalBrain.from_config(cfg)
+    remembering = MemoryBrain(local, memory) if memory is not None else None
+    if not cfg.brain.providers:
+        return remembering or local
+    from gateway.brain.cloud import CloudBrain  # imports the openai SDK only when it is used
+    from gateway.brain.llm import LlmProvider
+
+    return CloudBrain(local, [LlmProvider(p) for p in cfg.brain.providers], memory=remembering,
+                      system_prompt=cfg.brain.system_prompt, history_tokens=cfg.brain.history_tokens,
+                      clauses=cfg.brain.split == "clause")
+
+
+async def drain_brain(brain: Brain) -> None:
+    """Wait for the brain's background memory writes (shutdown, tests)."""
+    remembering = brain if isinstance(brain, MemoryBrain) else getattr(brain, "memory", None)
+    if isinstance(remembering, MemoryBrain):
+        await remembering.drain()

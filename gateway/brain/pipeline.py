@@ -1,0 +1,121 @@
+"""Reply pipeline stages over an LLM token stream (pure, no I/O).
+
+token stream -> `SentenceDivider` (sentences, or clauses) -> `extract_hints` ([happy], leading
+emoji) -> `speech_text` (what TTS may say) -> `display_text` (what screens show).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Sentence ends: . ! ? followed by whitespace (so "3.5" never splits), or Chinese 。！？ anywhere.
+_SENTENCE_END = re.compile(r"""[.!?]+["'”’)\]]*(?=\s)|[。！？]+["'”’」』）]*|\n""")
+_CLAUSE_END = re.compile(r"""[.!?,;:]+["'”’)\]]*(?=\s)|[。！？，；：、]+["'”’」』）]*|\n""")
+_THINK_OPEN = "<think>"
+
+
+class SentenceDivider:
+    """Feed tokens, get complete sentences (or clauses) as soon as their end arrives.
+
+    A `<think>...</think>` block is held back until it closes, so it is never cut in half.
+    """
+
+    def __init__(self, clauses: bool = False, min_clause_chars: int = 6) -> None:
+        self._end = _CLAUSE_END if clauses else _SENTENCE_END
+        self._min = min_clause_chars if clauses else 1
+        self._buf = ""
+
+    def feed(self, token: str) -> list[str]:
+        self._buf += token
+        out: list[str] = []
+        while True:
+            cut = self._next_cut()
+            if cut is None:
+                return out
+            piece, self._buf = self._buf[:cut].strip(), self._buf[cut:]
+            if piece:
+                out.append(piece)
+
+    def flush(self) -> list[str]:
+        rest, self._buf = self._buf.strip(), ""
+        return [rest] if rest else []
+
+    def _next_cut(self) -> int | None:
+        start = self._buf.find(_THINK_OPEN)
+        if start != -1:
+            close = self._buf.find("</think>", start)
+            if close == -1:
+                return None  # wait for the block to close
+            if start == 0 or not self._buf[:start].strip():
+                return close + len("</think>")
+        for m in self._end.finditer(self._buf):
+            if start != -1 and m.start() > start:
+                break
+            if len(self._buf[: m.end()].strip()) >= self._min and not _abbreviation(self._buf[: m.start()]):
+                return m.end()
+        return None
+
+
+_ABBREVIATIONS = frozenset({"mr", "mrs", "ms", "dr", "prof", "st", "jr", "sr", "vs", "e.g", "i.e"})
+
+
+def _abbreviation(text: str) -> bool:
+    words = text.split()
+    return bool(words) and words[-1].casefold().rstrip(".") in _ABBREVIATIONS
+
+
+@dataclass(frozen=True)
+class Hints:
+    """Action/emotion hints found in a sentence (they feed the Action/Sentiment packets)."""
+
+    emotions: tuple[str, ...] = ()
+    emoji: str = ""
+
+
+_TAG = re.compile(r"\[([A-Za-z_][A-Za-z0-9_ -]{0,30})\]")
+_EMOJI = re.compile(
+    "[\U0001f000-\U0001faff\U00002600-\U000027bf\U0001f900-\U0001f9ff\u2b50\u2b55\u203c\u2049\ufe0f\u200d]+"
+)
+_THINK = re.compile(r"<think>.*?</think>", re.S)
+_TOOL_STATUS = re.compile(r"\[🔧[^\]]*\]")
+_CODE_BLOCK = re.compile(r"```.*?(?:```|$)", re.S)
+_INLINE_CODE = re.compile(r"`([^`]*)`")
+_URL = re.compile(r"\b(?:https?://|www\.)\S+", re.I)
+_MD_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_MD_MARKS = re.compile(r"(\*\*|__|\*|~~|^#{1,6}\s+|^>\s+|^\s*[-*+]\s+|^\s*\d+\.\s+)", re.M)
+
+
+def extract_hints(sentence: str) -> tuple[str, Hints]:
+    """Remove `[happy]`-style tags and a leading emoji; return the rest and what they hinted."""
+    text = _TOOL_STATUS.sub("", sentence)
+    emotions = tuple(t.strip().lower() for t in _TAG.findall(text))
+    text = _TAG.sub("", text)
+    emoji = ""
+    if m := _EMOJI.match(text.lstrip()):
+        emoji = m.group()
+        text = text.lstrip()[m.end():]
+    return " ".join(text.split()), Hints(emotions, emoji)
+
+
+def speech_text(sentence: str) -> str:
+    """What may be spoken: no think blocks, code, URLs, markdown, emoji or tool status tags."""
+    text = _THINK.sub(" ", sentence)
+    text = _TOOL_STATUS.sub(" ", text)
+    text = _CODE_BLOCK.sub(" ", text)
+    text = _INLINE_CODE.sub(r"\1", text)
+    text = _MD_LINK.sub(r"\1", text)
+    text = _URL.sub(" ", text)
+    text = _MD_MARKS.sub("", text)
+    text = _EMOJI.sub(" ", text)
+    text = _TAG.sub(" ", text)
+    text = " ".join(text.split())
+    return text if any(c.isalnum() for c in text) else ""
+
+
+def display_text(sentence: str) -> str:
+    """What screens show: no think blocks, tool status or tags; emoji and URLs stay."""
+    text = _THINK.sub(" ", sentence)
+    text = _TOOL_STATUS.sub(" ", text)
+    text = _TAG.sub(" ", text)
+    return " ".join(text.split())
