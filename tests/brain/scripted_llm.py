@@ -1,0 +1,101 @@
+"""A tiny OpenAI-compatible chat server on 127.0.0.1 for tests: streams scripted SSE chunks.
+
+Each request pops the next `Script` (or repeats the last): tokens with an optional delay between
+them, or a failure mode: HTTP 500, a stall before the first token, or garbage instead of JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Script:
+    tokens: list[str] = field(default_factory=list)
+    mode: str = "ok"  # ok | fail | stall | garbage | stall_after_first
+    delay_s: float = 0.0  # between tokens
+    first_delay_s: float = 0.0  # before the first token (the model's own first-token latency)
+
+
+class ScriptedLlm:
+    def __init__(self, scripts: list[Script]) -> None:
+        self.scripts = list(scripts)
+        self.requests: list[dict] = []
+        self.served = asyncio.Event()
+        self._received = asyncio.Condition()
+        self._server: asyncio.Server | None = None
+        self._release = asyncio.Event()  # stalls end when the test closes the server
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}/v1"
+
+    async def __aenter__(self) -> ScriptedLlm:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._release.set()
+        assert self._server is not None
+        self._server.close()
+        await self._server.wait_closed()
+
+    async def wait_requests(self, count: int) -> None:
+        """Until `count` requests have arrived (bound it with asyncio.wait_for)."""
+        async with self._received:
+            await self._received.wait_for(lambda: len(self.requests) >= count)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = 0
+            for line in head.decode("latin-1").split("\r\n"):
+                if line.lower().startswith("content-length:"):
+                    length = int(line.split(":", 1)[1])
+            self.requests.append(json.loads(await reader.readexactly(length)))
+            async with self._received:
+                self._received.notify_all()
+            script = self.scripts.pop(0) if len(self.scripts) > 1 else self.scripts[0]
+            await self._respond(script, writer)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            self.served.set()
+            writer.close()
+
+    async def _respond(self, script: Script, writer: asyncio.StreamWriter) -> None:
+        if script.mode == "fail":
+            body = b'{"error": {"message": "scripted failure", "type": "server_error"}}'
+            writer.write(b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+            await writer.drain()
+            return
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+        await writer.drain()
+        if script.mode == "stall":
+            await self._release.wait()
+            return
+        if script.mode == "garbage":
+            writer.write(b"data: this is not json\n\n")
+            await writer.drain()
+            return
+        if script.first_delay_s:
+            await asyncio.sleep(script.first_delay_s)  # the scripted model's latency, not a wait in a test
+        for i, token in enumerate(script.tokens):
+            writer.write(b"data: " + json.dumps(_chunk(token)).encode() + b"\n\n")
+            await writer.drain()
+            if script.mode == "stall_after_first":
+                await self._release.wait()
+                return
+            if script.delay_s and i + 1 < len(script.tokens):
+                await asyncio.sleep(script.delay_s)  # the scripted model's own pace, not a wait in a test
+        writer.write(b"data: [DONE]\n\n")
+        await writer.drain()
+
+
+def _chunk(token: str) -> dict:
+    return {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": "scripted",
+            "choices": [{"index": 0, "delta": {"role": "assistant", "content": token}, "finish_reason": None}]}
