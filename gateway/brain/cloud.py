@@ -13,10 +13,13 @@ from collections.abc import AsyncIterator
 from gateway.brain.history import History
 from gateway.brain.llm import LlmProvider, ProviderFailed
 from gateway.brain.pipeline import SentenceDivider, extract_hints, speech_text
+from gateway.memory.errors import MemoryError_
 from gateway.memory.recall import MemoryBrain
 from gateway.voice.brain import BrainContext, LocalBrain, split_sentences
 
 log = logging.getLogger(__name__)
+MEMORY_HITS = 3
+MEMORY_MIN_RELEVANCE = 0.25  # looser than MemoryBrain's own answer (0.55): the model judges the rest
 
 
 class CloudBrain:
@@ -40,7 +43,7 @@ class CloudBrain:
     async def reply(self, utterance: str, ctx: BrainContext) -> AsyncIterator[str]:
         local = await self._local_answer(utterance, ctx)
         history = self.history(ctx.device_id)
-        messages = self._messages(utterance, ctx.device_id)
+        messages = await self._messages(utterance, ctx.device_id)
         history.add_turn(utterance, "")
         said: list[str] = []
         sentences = _iterate(split_sentences(local)) if local is not None else self._ask_llm(messages, ctx)
@@ -64,9 +67,26 @@ class CloudBrain:
             return None if text == self.local.fallback else text
         return self.local.try_answer(utterance, ctx)
 
-    def _messages(self, utterance: str, device_id: str) -> list[dict[str, str]]:
-        system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+    async def _messages(self, utterance: str, device_id: str) -> list[dict[str, str]]:
+        prompt = self.system_prompt
+        if facts := await self._memories(utterance, device_id):
+            prompt += "\n\nWhat you remember about this user (use it only if it helps):\n" + "\n".join(
+                f"- {f}" for f in facts)
+        system = [{"role": "system", "content": prompt.strip()}] if prompt.strip() else []
         return [*system, *self.history(device_id).messages(), {"role": "user", "content": utterance}]
+
+    async def _memories(self, utterance: str, device_id: str) -> list[str]:
+        """The user's memories relevant to the question (not past conversation: that is the history)."""
+        if self.memory is None:
+            return []
+        service = self.memory.memory
+        try:
+            hits = await service.search(service.user_for(device_id), utterance, MEMORY_HITS,
+                                        weights=service.conversation_weights)
+        except MemoryError_ as exc:
+            log.warning("brain: memories for %s not searched: %s: %s", device_id, exc.code, exc.text)
+            return []
+        return [h.node.content for h in hits if h.node.type != "conversation" and h.relevance >= MEMORY_MIN_RELEVANCE]
 
     async def _ask_llm(self, messages: list[dict[str, str]], ctx: BrainContext) -> AsyncIterator[str]:
         for provider in self.providers:

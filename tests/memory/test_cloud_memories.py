@@ -1,0 +1,48 @@
+"""With the memory on, the LLM brain gets the user's relevant memories in its system prompt, the
+memory still answers first when it can, and LLM turns are remembered."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from gateway.brain.cloud import CloudBrain
+from gateway.brain.llm import LlmProvider
+from gateway.config import LlmProviderConfig
+from gateway.memory.recall import MemoryBrain
+from gateway.voice.brain import BrainContext
+from tests.brain.scripted_llm import Script, ScriptedLlm
+from tests.brain.test_cloud_brain import local
+
+CTX = BrainContext("box-anna", datetime(2026, 3, 1, 9, 30, tzinfo=timezone.utc))
+
+
+async def test_relevant_memories_reach_the_llm_and_the_llm_turn_is_remembered(memory) -> None:
+    await memory.remember("anna", "Anna's daughter Lisa lives in Berlin and visits every Sunday.", kind="fact",
+                          persistent=True)
+    await memory.remember("anna", "The kitchen window was repaired last week.", kind="fact")
+    async with ScriptedLlm([Script(["Bring flowers for Lisa."])]) as llm:
+        remembering = MemoryBrain(local(), memory)
+        brain = CloudBrain(local(), [LlmProvider(LlmProviderConfig(name="a", base_url=llm.url, model="m"))],
+                           memory=remembering, system_prompt="Persona.")
+        said = [s async for s in brain.reply("what gift should I prepare for my daughter's visit", CTX)]
+        assert said == ["Bring flowers for Lisa."]
+        system = llm.requests[0]["messages"][0]
+        assert system["role"] == "system" and system["content"].startswith("Persona.")
+        assert "Lisa lives in Berlin" in system["content"]
+        assert "kitchen window" not in system["content"]
+        await remembering.drain()
+        turns = await memory.recent("anna", 5, types=["conversation"])
+        assert any("Bring flowers for Lisa." in t.content for t in turns)
+        await brain.close()
+
+
+async def test_what_the_memory_knows_is_answered_without_the_llm(memory) -> None:
+    async with ScriptedLlm([Script(["never."])]) as llm:
+        remembering = MemoryBrain(local(), memory)
+        brain = CloudBrain(local(), [LlmProvider(LlmProviderConfig(name="a", base_url=llm.url, model="m"))],
+                           memory=remembering)
+        await anext(brain.reply("my name is Anna", CTX))
+        assert [s async for s in brain.reply("what is my name", CTX)] == ["Your name is Anna."]
+        assert llm.requests == []
+        await remembering.drain()
+        await brain.close()
