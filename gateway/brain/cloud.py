@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 from gateway.brain.history import History
-from gateway.brain.llm import LlmProvider, ProviderFailed
+from gateway.brain.llm import LlmProvider, ProviderFailed, ToolCall
+from gateway.brain.tools import Toolbox
 from gateway.brain.pipeline import SentenceDivider, extract_hints, speech_text
 from gateway.memory.errors import MemoryError_
 from gateway.memory.recall import MemoryBrain
@@ -19,12 +21,15 @@ from gateway.voice.brain import BrainContext, LocalBrain, split_sentences
 
 log = logging.getLogger(__name__)
 MEMORY_HITS = 3
+MAX_TOOL_ROUNDS = 3  # model -> tools -> model rounds per turn; the last round offers no tools
 MEMORY_MIN_RELEVANCE = 0.25  # looser than MemoryBrain's own answer (0.55): the model judges the rest
 
 
 class CloudBrain:
     def __init__(self, local: LocalBrain, providers: list[LlmProvider], *, memory: MemoryBrain | None = None,
-                 system_prompt: str = "", history_tokens: int = 1500, clauses: bool = False) -> None:
+                 system_prompt: str = "", history_tokens: int = 1500, clauses: bool = False,
+                 tools: Toolbox | None = None) -> None:
+        self.tools = tools or Toolbox([])
         self.local = local
         self.memory = memory
         self.providers = providers
@@ -67,13 +72,18 @@ class CloudBrain:
             return None if text == self.local.fallback else text
         return self.local.try_answer(utterance, ctx)
 
-    async def _messages(self, utterance: str, device_id: str) -> list[dict[str, str]]:
+    async def _messages(self, utterance: str, device_id: str) -> list[dict[str, Any]]:
         prompt = self.system_prompt
         if facts := await self._memories(utterance, device_id):
             prompt += "\n\nWhat you remember about this user (use it only if it helps):\n" + "\n".join(
                 f"- {f}" for f in facts)
         system = [{"role": "system", "content": prompt.strip()}] if prompt.strip() else []
         return [*system, *self.history(device_id).messages(), {"role": "user", "content": utterance}]
+
+    async def _run_tools(self, calls: list[ToolCall], device_id: str) -> list[dict[str, Any]]:
+        results = [await self.tools.call(c.name, c.arguments, device_id) for c in calls]
+        log.info("brain: %s: tools %s", device_id, ", ".join(c.name for c in calls))
+        return _tool_messages(calls, results)
 
     async def _memories(self, utterance: str, device_id: str) -> list[str]:
         """The user's memories relevant to the question (not past conversation: that is the history)."""
@@ -88,16 +98,25 @@ class CloudBrain:
             return []
         return [h.node.content for h in hits if h.node.type != "conversation" and h.relevance >= MEMORY_MIN_RELEVANCE]
 
-    async def _ask_llm(self, messages: list[dict[str, str]], ctx: BrainContext) -> AsyncIterator[str]:
+    async def _ask_llm(self, messages: list[dict[str, Any]], ctx: BrainContext) -> AsyncIterator[str]:
         for provider in self.providers:
             divider = SentenceDivider(clauses=self.clauses)
             spoke = False
+            turn = list(messages)
             try:
-                async for token in provider.stream(messages):
-                    for piece in divider.feed(token):
-                        if text := _speakable(piece):
-                            spoke = True
-                            yield text
+                for rounds_left in range(MAX_TOOL_ROUNDS, -1, -1):
+                    calls: list[ToolCall] = []
+                    async for item in provider.stream(turn, self.tools.schemas() if self.tools and rounds_left else None):
+                        if isinstance(item, list):
+                            calls = item
+                            continue
+                        for piece in divider.feed(item):
+                            if text := _speakable(piece):
+                                spoke = True
+                                yield text
+                    if not calls:
+                        break
+                    turn += await self._run_tools(calls, ctx.device_id)
                 for piece in divider.flush():
                     if text := _speakable(piece):
                         spoke = True
@@ -114,6 +133,12 @@ class CloudBrain:
             log.warning("brain: every provider failed for %s; answering locally", ctx.device_id)
         for sentence in split_sentences(self.local.fallback):
             yield sentence
+
+
+def _tool_messages(calls: list[ToolCall], results: list[str]) -> list[dict[str, Any]]:
+    asked = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls]}
+    return [asked, *({"role": "tool", "tool_call_id": c.id, "content": r} for c, r in zip(calls, results))]
 
 
 def _speakable(piece: str) -> str:

@@ -18,11 +18,13 @@ def build_brain(cfg: GatewayConfig, memory: MemoryService | None) -> Brain:
     if not cfg.brain.providers:
         return remembering or local
     from gateway.brain.cloud import CloudBrain  # imports the openai SDK only when it is used
+    from gateway.brain.gateway_tools import memory_tools
     from gateway.brain.llm import LlmProvider
+    from gateway.brain.tools import Toolbox
 
     return CloudBrain(local, [LlmProvider(p) for p in cfg.brain.providers], memory=remembering,
                       system_prompt=cfg.brain.system_prompt, history_tokens=cfg.brain.history_tokens,
-                      clauses=cfg.brain.split == "clause")
+                      clauses=cfg.brain.split == "clause", tools=Toolbox(memory_tools(memory) if memory else []))
 
 
 async def drain_brain(brain: Brain) -> None:

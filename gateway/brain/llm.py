@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
 
 import openai
 
@@ -20,6 +22,15 @@ class ProviderFailed(Exception):
         self.reason = reason
 
 
+@dataclass(frozen=True)
+class ToolCall:
+    """A function call the model asked for (arguments: its JSON text, unparsed)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
 class LlmProvider:
     def __init__(self, cfg: LlmProviderConfig) -> None:
         self.cfg = cfg
@@ -32,25 +43,31 @@ class LlmProvider:
     async def close(self) -> None:
         await self._client.close()
 
-    async def stream(self, messages: list[dict[str, str]]) -> AsyncIterator[str]:
-        """Yield text deltas. Raises ProviderFailed on error, garbage, first-token or total timeout."""
+    async def stream(self, messages: list[dict[str, Any]],
+                     tools: list[dict[str, Any]] | None = None) -> AsyncIterator[str | list[ToolCall]]:
+        """Yield text deltas, and at the end the tool calls asked for (if any).
+
+        Raises ProviderFailed on error, garbage, first-token or total timeout.
+        """
         deadline = time.monotonic() + self.cfg.total_timeout_s
         started = False
+        calls: dict[int, list[str]] = {}
+        extra: dict[str, Any] = {"tools": tools} if tools else {}
         try:
             async with asyncio.timeout(self.cfg.first_token_timeout_s):
                 stream = await self._client.chat.completions.create(
                     model=self.cfg.model, messages=messages, stream=True,  # type: ignore[arg-type]
-                    max_tokens=self.cfg.max_tokens,
+                    max_tokens=self.cfg.max_tokens, **extra,
                 )
                 chunks = stream.__aiter__()
-                first = await self._next_text(chunks)
+                first = await self._next_item(chunks, calls)
             if first is None:
                 raise ProviderFailed(self.name, "empty reply")
             started = True
             yield first
             async with asyncio.timeout_at(asyncio.get_running_loop().time() + deadline - time.monotonic()):
-                while (text := await self._next_text(chunks)) is not None:
-                    yield text
+                while (item := await self._next_item(chunks, calls)) is not None:
+                    yield item
         except TimeoutError:
             raise ProviderFailed(self.name, "timeout (reply too slow)" if started else "timeout (no first token)") from None
         except openai.APIStatusError as exc:
@@ -60,12 +77,25 @@ class LlmProvider:
         except (openai.OpenAIError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ProviderFailed(self.name, f"bad response: {type(exc).__name__}: {exc}"[:200]) from None
 
-    async def _next_text(self, chunks: AsyncIterator[object]) -> str | None:
-        """The next non-empty text delta, or None at the end of the stream."""
+    async def _next_item(self, chunks: AsyncIterator[Any], calls: dict[int, list[str]]) -> str | list[ToolCall] | None:
+        """The next non-empty text delta; at the end the collected tool calls; then None."""
         async for chunk in chunks:
             choices = getattr(chunk, "choices", None)
             if not isinstance(choices, list):
                 raise ValueError("a chunk without choices")
-            if choices and (text := choices[0].delta.content):
-                return text
+            if not choices:
+                continue
+            delta = choices[0].delta
+            for tc in delta.tool_calls or []:
+                slot = calls.setdefault(tc.index, ["", "", ""])
+                slot[0] = tc.id or slot[0]
+                if tc.function is not None:
+                    slot[1] += tc.function.name or ""
+                    slot[2] += tc.function.arguments or ""
+            if delta.content:
+                return delta.content
+        if calls:
+            found = [ToolCall(*calls[i]) for i in sorted(calls)]
+            calls.clear()
+            return found
         return None

@@ -17,6 +17,7 @@ class Script:
     mode: str = "ok"  # ok | fail | stall | garbage | stall_after_first
     delay_s: float = 0.0  # between tokens
     first_delay_s: float = 0.0  # before the first token (the model's own first-token latency)
+    tool_calls: list[tuple[str, str]] = field(default_factory=list)  # (name, JSON arguments) after the tokens
 
 
 class ScriptedLlm:
@@ -92,10 +93,19 @@ class ScriptedLlm:
                 return
             if script.delay_s and i + 1 < len(script.tokens):
                 await asyncio.sleep(script.delay_s)  # the scripted model's own pace, not a wait in a test
+        for i, (name, arguments) in enumerate(script.tool_calls):  # arguments split over two chunks
+            half = len(arguments) // 2
+            for part in ({"index": i, "id": f"call_{i}", "type": "function",
+                          "function": {"name": name, "arguments": arguments[:half]}},
+                         {"index": i, "function": {"arguments": arguments[half:]}}):
+                writer.write(b"data: " + json.dumps(_chunk(None, [part])).encode() + b"\n\n")
         writer.write(b"data: [DONE]\n\n")
         await writer.drain()
 
 
-def _chunk(token: str) -> dict:
+def _chunk(token: str | None, tool_calls: list[dict] | None = None) -> dict:
+    delta: dict = {"role": "assistant", "content": token}
+    if tool_calls:
+        delta["tool_calls"] = tool_calls
     return {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": "scripted",
-            "choices": [{"index": 0, "delta": {"role": "assistant", "content": token}, "finish_reason": None}]}
+            "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}

@@ -46,3 +46,18 @@ async def test_what_the_memory_knows_is_answered_without_the_llm(memory) -> None
         assert llm.requests == []
         await remembering.drain()
         await brain.close()
+
+
+async def test_the_llm_can_search_the_memory_with_the_memory_search_tool(memory) -> None:
+    from gateway.brain.gateway_tools import memory_tools
+    from gateway.brain.tools import Toolbox
+
+    await memory.remember("anna", "Anna's blood pressure was 128/82 on Monday.", kind="fact")
+    async with ScriptedLlm([Script(tool_calls=[("memory_search", '{"query": "blood pressure"}')]),
+                            Script(["It was 128 over 82."])]) as llm:
+        brain = CloudBrain(local(), [LlmProvider(LlmProviderConfig(name="a", base_url=llm.url, model="m"))],
+                           tools=Toolbox(memory_tools(memory)))
+        assert [s async for s in brain.reply("tell me something about my health", CTX)] == ["It was 128 over 82."]
+        results = [m["content"] for m in llm.requests[1]["messages"] if m["role"] == "tool"]
+        assert "128/82" in results[0]
+        await brain.close()

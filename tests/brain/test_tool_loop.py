@@ -1,0 +1,57 @@
+"""The LLM calls tools: results go back to the model, errors are shown to the model (not the user),
+and the loop is bounded."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gateway.brain.cloud import MAX_TOOL_ROUNDS, CloudBrain
+from gateway.brain.tools import Tool, Toolbox
+from tests.brain.scripted_llm import Script, ScriptedLlm
+from tests.brain.test_cloud_brain import CTX, FALLBACK, collect, local, provider
+
+
+async def weather(args: dict[str, Any], device_id: str) -> str:
+    if args["city"] == "Atlantis":
+        raise LookupError("no such city")
+    return f"{args['city']}: 21 degrees, sunny (asked by {device_id})"
+
+
+TOOLS = Toolbox([Tool("weather", "The weather in a city.", {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}, weather)])
+
+
+def tool_results(request: dict) -> list[str]:
+    return [m["content"] for m in request["messages"] if m["role"] == "tool"]
+
+
+async def test_a_tool_result_goes_back_to_the_model_which_then_answers() -> None:
+    async with ScriptedLlm([Script(tool_calls=[("weather", json.dumps({"city": "Paris"}))]),
+                            Script(["It is sunny in Paris."])]) as llm:
+        brain = CloudBrain(local(), [provider("a", llm.url)], tools=TOOLS)
+        assert await collect(brain.reply("how is the weather in paris", CTX)) == ["It is sunny in Paris."]
+        assert llm.requests[0]["tools"][0]["function"]["name"] == "weather"
+        asked = llm.requests[1]["messages"][-2]
+        assert asked["tool_calls"][0]["function"] == {"name": "weather", "arguments": '{"city": "Paris"}'}
+        assert tool_results(llm.requests[1]) == ["Paris: 21 degrees, sunny (asked by box-1)"]
+        await brain.close()
+
+
+async def test_tool_errors_and_unknown_tools_are_shown_to_the_model_not_the_user() -> None:
+    async with ScriptedLlm([Script(tool_calls=[("weather", '{"city": "Atlantis"}'), ("teleport", "{}")]),
+                            Script(["I could not find that city."])]) as llm:
+        brain = CloudBrain(local(), [provider("a", llm.url)], tools=TOOLS)
+        assert await collect(brain.reply("weather in atlantis", CTX)) == ["I could not find that city."]
+        assert tool_results(llm.requests[1]) == [
+            "error: LookupError: no such city", "error: unknown tool 'teleport'; available: weather"]
+        await brain.close()
+
+
+async def test_a_model_that_keeps_calling_tools_is_stopped_and_the_user_still_gets_an_answer() -> None:
+    async with ScriptedLlm([Script(tool_calls=[("weather", '{"city": "Paris"}')])]) as llm:
+        brain = CloudBrain(local(), [provider("a", llm.url)], tools=TOOLS)
+        assert " ".join(await collect(brain.reply("weather forever", CTX))) == FALLBACK
+        assert len(llm.requests) == MAX_TOOL_ROUNDS + 1
+        assert "tools" not in llm.requests[-1]  # the last round offers no tools
+        await brain.close()
