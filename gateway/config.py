@@ -130,6 +130,13 @@ class LlmProviderConfig(_Section):
     max_tokens: int = Field(300, ge=1, le=8192)
 
 
+class PrestartToolConfig(_Section):
+    """A tool called before the LLM on every LLM turn; `{{question}}` in an argument is the question."""
+
+    tool: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    arguments: dict[str, str] = {}
+
+
 class BrainConfig(_Section):
     replies: Path = Path("config/replies.yaml")
     fallback: str = "Sorry, I did not catch that. You can ask me the time, the date, or just say hello."
@@ -140,6 +147,7 @@ class BrainConfig(_Section):
     )
     history_tokens: int = Field(1500, ge=0, le=100_000)
     split: Literal["sentence", "clause"] = "sentence"
+    prestart: tuple[PrestartToolConfig, ...] = ()
 
 
 class MemoryRuleConfig(_Section):

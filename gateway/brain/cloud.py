@@ -7,6 +7,7 @@ after a barge-in `spoken()` replaces the last reply by the part that was actuall
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -28,8 +29,9 @@ MEMORY_MIN_RELEVANCE = 0.25  # looser than MemoryBrain's own answer (0.55): the 
 class CloudBrain:
     def __init__(self, local: LocalBrain, providers: list[LlmProvider], *, memory: MemoryBrain | None = None,
                  system_prompt: str = "", history_tokens: int = 1500, clauses: bool = False,
-                 tools: Toolbox | None = None) -> None:
+                 tools: Toolbox | None = None, prestart: list[tuple[str, dict[str, str]]] | None = None) -> None:
         self.tools = tools or Toolbox([])
+        self.prestart = prestart or []
         self.local = local
         self.memory = memory
         self.providers = providers
@@ -77,6 +79,10 @@ class CloudBrain:
         if facts := await self._memories(utterance, device_id):
             prompt += "\n\nWhat you remember about this user (use it only if it helps):\n" + "\n".join(
                 f"- {f}" for f in facts)
+        for name, arguments in self.prestart:
+            filled = {k: v.replace("{{question}}", utterance) for k, v in arguments.items()}
+            result = await self.tools.call(name, json.dumps(filled), device_id)
+            prompt += f"\n\nContext from {name}:\n{result}"
         system = [{"role": "system", "content": prompt.strip()}] if prompt.strip() else []
         return [*system, *self.history(device_id).messages(), {"role": "user", "content": utterance}]
 

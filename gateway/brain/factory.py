@@ -24,7 +24,8 @@ def build_brain(cfg: GatewayConfig, memory: MemoryService | None) -> Brain:
 
     return CloudBrain(local, [LlmProvider(p) for p in cfg.brain.providers], memory=remembering,
                       system_prompt=cfg.brain.system_prompt, history_tokens=cfg.brain.history_tokens,
-                      clauses=cfg.brain.split == "clause", tools=Toolbox(memory_tools(memory) if memory else []))
+                      clauses=cfg.brain.split == "clause", tools=Toolbox(memory_tools(memory) if memory else []),
+                      prestart=[(p.tool, dict(p.arguments)) for p in cfg.brain.prestart])
 
 
 async def drain_brain(brain: Brain) -> None:

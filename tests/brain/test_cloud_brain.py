@@ -177,7 +177,9 @@ def test_with_providers_the_configured_brain_is_the_cloud_brain_with_the_key_fro
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TEST_LLM_KEY", "sk-test")
     cfg = parse_config({"brain": {"providers": [{"name": "p", "base_url": "http://127.0.0.1:9/v1", "model": "m",
-                                                  "api_key": "${TEST_LLM_KEY}"}], "split": "clause"}}, ROOT)
+                                                  "api_key": "${TEST_LLM_KEY}"}], "split": "clause",
+                                  "prestart": [{"tool": "memory_search", "arguments": {"query": "{{question}}"}}]}}, ROOT)
     brain = build_brain(cfg, None)
     assert isinstance(brain, CloudBrain) and brain.clauses
+    assert brain.prestart == [("memory_search", {"query": "{{question}}"})]
     assert brain.providers[0].cfg.api_key == "sk-test"
