@@ -71,7 +71,7 @@ class Gateway:
         for link in self.links:  # links that watch the gateway's events (the LAN screens)
             if isinstance(link, ScreensServer):
                 link.attach_bus(self.bus)
-        self.brain = build_brain(self.cfg, self.memory)
+        self.brain = build_brain(self.cfg, self.memory, self.registry.connected)
         self.db = Database(self.cfg.path(self.cfg.devices.database))
         if self.cfg.devices.open_enrolment:
             log.warning("devices.open_enrolment is on: unregistered devices may connect (fine on a trusted LAN)")

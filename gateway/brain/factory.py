@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from gateway.memory.recall import MemoryBrain
@@ -12,19 +13,22 @@ if TYPE_CHECKING:
     from gateway.memory.service import MemoryService
 
 
-def build_brain(cfg: GatewayConfig, memory: MemoryService | None) -> Brain:
+def build_brain(cfg: GatewayConfig, memory: MemoryService | None,
+                connected: Callable[[], list[str]] | None = None) -> Brain:
     local = LocalBrain.from_config(cfg)
     remembering = MemoryBrain(local, memory) if memory is not None else None
     if not cfg.brain.providers:
         return remembering or local
     from gateway.brain.cloud import CloudBrain  # imports the openai SDK only when it is used
-    from gateway.brain.gateway_tools import memory_tools
+    from gateway.brain.gateway_tools import device_tools, memory_tools
     from gateway.brain.llm import LlmProvider
     from gateway.brain.tools import Toolbox
 
     return CloudBrain(local, [LlmProvider(p) for p in cfg.brain.providers], memory=remembering,
                       system_prompt=cfg.brain.system_prompt, history_tokens=cfg.brain.history_tokens,
-                      clauses=cfg.brain.split == "clause", tools=Toolbox(memory_tools(memory) if memory else []),
+                      clauses=cfg.brain.split == "clause",
+                      tools=Toolbox([*(memory_tools(memory) if memory else []),
+                                     *(device_tools(connected) if connected else [])]),
                       prestart=[(p.tool, dict(p.arguments)) for p in cfg.brain.prestart])
 
 

@@ -1,7 +1,8 @@
-"""The gateway's own tools for the LLM: search the user's memory."""
+"""The gateway's own tools for the LLM: search the user's memory, list the connected devices."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from gateway.brain.tools import Tool
@@ -18,3 +19,12 @@ def memory_tools(memory: MemoryService) -> list[Tool]:
 
     return [Tool("memory_search", "Search what you remember about this user (facts, readings, past talks).",
                  {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}, search)]
+
+
+def device_tools(connected: Callable[[], list[str]]) -> list[Tool]:
+    async def list_devices(args: dict[str, Any], device_id: str) -> str:
+        others = sorted(connected())
+        return "connected devices: " + (", ".join(others) if others else "none") + f" (you speak through {device_id})"
+
+    return [Tool("list_devices", "The devices connected to the gateway now.",
+                 {"type": "object", "properties": {}}, list_devices)]

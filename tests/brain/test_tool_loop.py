@@ -73,3 +73,14 @@ async def test_a_failing_prestart_tool_gives_the_model_its_error_and_the_turn_go
         assert await collect(brain.reply("Atlantis", CTX)) == ["I do not know that city."]
         assert "error: LookupError: no such city" in llm.requests[0]["messages"][0]["content"]
         await brain.close()
+
+
+async def test_the_model_can_list_the_connected_devices() -> None:
+    from gateway.brain.gateway_tools import device_tools
+
+    async with ScriptedLlm([Script(tool_calls=[("list_devices", "{}")]), Script(["Two boxes are on."])]) as llm:
+        brain = CloudBrain(local(), [provider("a", llm.url)],
+                           tools=Toolbox(device_tools(lambda: ["kitchen", "box-1"])))
+        assert await collect(brain.reply("which devices are on", CTX)) == ["Two boxes are on."]
+        assert tool_results(llm.requests[1]) == ["connected devices: box-1, kitchen (you speak through box-1)"]
+        await brain.close()
