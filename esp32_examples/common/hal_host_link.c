@@ -15,32 +15,6 @@
 #include "hal_link.h"
 
 static int sock = -1;
-static uint8_t drop_type;
-static unsigned drop_count;
-
-void host_link_drop_incoming(uint8_t type, unsigned count)
-{
-    drop_type = type;
-    drop_count = count;
-}
-
-uint32_t hal_millis(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint32_t)((uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u);
-}
-
-void hal_log(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    fflush(stdout);
-}
-
 static bool send_all(const uint8_t *p, size_t n)
 {
     while (n > 0) {
@@ -164,9 +138,7 @@ int hal_link_recv(uint8_t *buf, size_t cap, size_t *len, uint32_t timeout_ms)
         case 0x0: case 0x2: /* continuation, binary */
             *len += (size_t)n;
             if (!(head[0] & 0x80u)) { break; }
-            if (drop_count > 0 && *len > 0 && buf[0] == drop_type) {
-                drop_count--;
-                hal_log("host link: dropped an incoming message 0x%02x (fault injection)", drop_type);
+            if (host_link_fault_drops(buf, *len)) {
                 *len = 0;
                 break;
             }

@@ -22,32 +22,6 @@ static char up[160], down[160], status[160];
 static uint16_t next_id = 1;
 static uint32_t last_tx;
 static uint8_t pkt[70000];
-static uint8_t drop_type;
-static unsigned drop_count;
-
-void host_link_drop_incoming(uint8_t type, unsigned count)
-{
-    drop_type = type;
-    drop_count = count;
-}
-
-uint32_t hal_millis(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint32_t)((uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u);
-}
-
-void hal_log(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    fflush(stdout);
-}
-
 static size_t put_str(uint8_t *p, const char *s, size_t n)
 {
     p[0] = (uint8_t)(n >> 8);
@@ -214,11 +188,7 @@ int hal_link_recv(uint8_t *buf, size_t cap, size_t *len, uint32_t timeout_ms)
             *len = n - at;
             memcpy(buf, pkt + at, *len);
         }
-        if (drop_count > 0 && *len > 0 && buf[0] == drop_type) {
-            drop_count--;
-            hal_log("host link: dropped an incoming message 0x%02x (fault injection)", drop_type);
-            continue;
-        }
+        if (host_link_fault_drops(buf, *len)) { continue; }
         return 1;
     }
     return -1;

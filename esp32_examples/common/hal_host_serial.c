@@ -18,32 +18,6 @@
 static int fd = -1;
 static uint8_t rx_buf[MAX_FRAME];
 static fp_deframer_t deframer;
-static uint8_t drop_type;
-static unsigned drop_count;
-
-void host_link_drop_incoming(uint8_t type, unsigned count)
-{
-    drop_type = type;
-    drop_count = count;
-}
-
-uint32_t hal_millis(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint32_t)((uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u);
-}
-
-void hal_log(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    fflush(stdout);
-}
-
 static bool write_all(const uint8_t *p, size_t n)
 {
     while (n > 0) {
@@ -100,11 +74,7 @@ int hal_link_recv(uint8_t *buf, size_t cap, size_t *len, uint32_t timeout_ms)
         if (e == FP_PENDING) { continue; }
         if (e != FP_OK) { hal_log("serial: frame dropped (%s)", fp_err_code(e)); continue; }
         if (n > cap) { hal_log("serial: message of %u bytes too large", (unsigned)n); continue; }
-        if (drop_count > 0 && n > 0 && msg[0] == drop_type) {
-            drop_count--;
-            hal_log("host link: dropped an incoming message 0x%02x (fault injection)", drop_type);
-            continue;
-        }
+        if (host_link_fault_drops(msg, n)) { continue; }
         memcpy(buf, msg, n);
         *len = n;
         return 1;
