@@ -17,7 +17,7 @@ from gateway.brain.llm import LlmProvider
 from gateway.config import BrainConfig, GatewayConfig, LlmProviderConfig, parse_config
 from gateway.voice.brain import BrainContext, LocalBrain
 from gateway.voice.replies import load_reply_table
-from tests.brain.scripted_llm import Script, ScriptedLlm
+from gateway.brain.scripted import Script, ScriptedLlm
 
 ROOT = Path(__file__).resolve().parents[2]
 CTX = BrainContext("box-1", datetime(2026, 3, 1, 9, 30, tzinfo=timezone.utc))

@@ -13,7 +13,7 @@ from firmware_protocol import AudioChunk, Hello, TextInput, Welcome
 from gateway.app import Gateway
 from gateway.config import parse_config
 from gateway.links.memory import MemoryLink
-from tests.brain.scripted_llm import Script, ScriptedLlm
+from gateway.brain.scripted import Script, ScriptedLlm
 
 ROOT = Path(__file__).resolve().parents[2]
 STORY = ["Once upon a time there was a small robot. ", "It lived in a big house with many rooms. ",

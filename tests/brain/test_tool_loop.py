@@ -8,7 +8,7 @@ from typing import Any
 
 from gateway.brain.cloud import MAX_TOOL_ROUNDS, CloudBrain
 from gateway.brain.tools import Tool, Toolbox
-from tests.brain.scripted_llm import Script, ScriptedLlm
+from gateway.brain.scripted import Script, ScriptedLlm
 from tests.brain.test_cloud_brain import CTX, FALLBACK, collect, local, provider
 
 

@@ -10,7 +10,7 @@ from gateway.brain.llm import LlmProvider
 from gateway.config import LlmProviderConfig
 from gateway.memory.recall import MemoryBrain
 from gateway.voice.brain import BrainContext
-from tests.brain.scripted_llm import Script, ScriptedLlm
+from gateway.brain.scripted import Script, ScriptedLlm
 from tests.brain.test_cloud_brain import local
 
 CTX = BrainContext("box-anna", datetime(2026, 3, 1, 9, 30, tzinfo=timezone.utc))

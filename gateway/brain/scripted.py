@@ -1,4 +1,6 @@
-"""A tiny OpenAI-compatible chat server on 127.0.0.1 for tests: streams scripted SSE chunks.
+"""A tiny OpenAI-compatible chat server on 127.0.0.1: streams scripted SSE chunks.
+
+Used by the tests and by `gateway bench` to measure the gateway without a network or a real model.
 
 Each request pops the next `Script` (or repeats the last): tokens with an optional delay between
 them, or a failure mode: HTTP 500, a stall before the first token, or garbage instead of JSON.
