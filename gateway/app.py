@@ -19,6 +19,7 @@ from gateway.devices.auth import Authenticator
 from gateway.devices.database import Database
 from gateway.devices.readings import ReadingService, ReadingStored
 from gateway.devices.registry import SessionRegistry
+from gateway.devices.retention import ReadingRetention
 from gateway.devices.session import SessionServices, serve_device
 from gateway.engines.factory import load_engines
 from gateway.engines.runner import EngineRunner
@@ -77,6 +78,8 @@ class Gateway:
             log.warning("devices.open_enrolment is on: unregistered devices may connect (fine on a trusted LAN)")
         self.readings = ReadingService(self.db, self.bus, per_minute=self.cfg.devices.max_readings_per_minute)
         self.auth = Authenticator(self.db, self.cfg.devices.open_enrolment)
+        days = self.cfg.devices.readings_retention_days
+        self.retention = ReadingRetention(self.db, days) if days else None  # 0: keep readings forever
         for link in self.links:
             if isinstance(link, MqttLink):  # the embedded broker checks logins against the registry
                 link.credential_check = self.auth.check_credentials
@@ -102,6 +105,8 @@ class Gateway:
         async with asyncio.TaskGroup() as tg:
             if self.memory is not None:
                 tg.create_task(self._serve_memory(self.memory), name="memory")
+            if self.retention is not None:
+                tg.create_task(self.retention.run(), name="readings-retention")
             for link, event in zip(self.links, events):
                 tg.create_task(link.serve(self._handle, event), name=f"link-{link.name}")
             await asyncio.gather(*(e.wait() for e in events))

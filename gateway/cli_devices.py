@@ -1,4 +1,4 @@
-"""`gateway devices add|list|show|remove` and `gateway readings`.
+"""`gateway devices add|list|show|remove`, `gateway readings` and `gateway readings prune`.
 
 gateway/cli.py registers these with `add_devices_parsers(sub, common)`. They open the SQLite
 database (`devices.database`) directly; that is safe while the gateway runs (WAL mode).
@@ -16,6 +16,7 @@ from gateway.config import GatewayConfig
 from gateway.devices.auth import add_device, get_device, list_devices, remove_device
 from gateway.devices.database import connect
 from gateway.devices.readings import list_readings
+from gateway.devices.retention import DAY_S, count_prunable, describe, prune_readings
 
 FIRMWARE_EXAMPLE = """\
 Example firmware settings (keep the token secret; it is shown only now):
@@ -44,6 +45,12 @@ def add_devices_parsers(subparsers: Any, common: argparse.ArgumentParser) -> Non
     rd.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
     rd.add_argument("--json", action="store_true", help="one JSON object per line")
     rd.set_defaults(func=run_readings)
+    rd_actions = rd.add_subparsers(dest="readings_action", metavar="ACTION")
+    prune = rd_actions.add_parser("prune", parents=[common], help="delete readings received more than DAYS ago "
+                                  "(default: devices.readings_retention_days)")
+    prune.add_argument("--older-than", type=float, metavar="DAYS", help="delete readings received more than DAYS ago")
+    prune.add_argument("--dry-run", action="store_true", help="only count what would be deleted, per device")
+    prune.set_defaults(func=run_prune)
 
 
 def run_devices(args: argparse.Namespace, cfg: GatewayConfig) -> int:
@@ -111,4 +118,22 @@ def run_readings(args: argparse.Namespace, cfg: GatewayConfig) -> int:
             values = ", ".join(f"{n} {v:g} {r.units[n]}".rstrip() for n, v in r.values.items())
             clock = "" if r.clock == "device" else " (gateway clock)"
             print(f"#{r.reading_id:<6} {r.measured_at.isoformat(timespec='seconds')}{clock}  {r.device_id}  {r.kind}: {values}")
+    return 0
+
+
+def run_prune(args: argparse.Namespace, cfg: GatewayConfig) -> int:
+    days = args.older_than if args.older_than is not None else cfg.devices.readings_retention_days
+    if not days or days < 0:
+        print("error: nothing to prune: devices.readings_retention_days is 0 (keep forever); "
+              "pass --older-than DAYS (more than 0)", file=sys.stderr)
+        return 2
+    import time
+
+    conn = connect(cfg.path(cfg.devices.database))
+    try:  # safe while the gateway runs: WAL, and each batch is one short transaction
+        cutoff = time.time() - days * DAY_S
+        result = count_prunable(conn, cutoff) if args.dry_run else prune_readings(conn, cutoff)
+    finally:
+        conn.close()
+    print(describe(result, dry_run=args.dry_run))
     return 0

@@ -246,6 +246,7 @@ class LoggingConfig(_Section):
 class ExpressionConfig(_Section):
     action_rules: Path = Path("config/action_rules.csv")
     sentiment: Path = Path("config/sentiment.yaml")
+    readings_retention_days: int = Field(0, ge=0, le=36500)  # 0: keep readings forever
     servo_map: Path = Path("config/servo_map.yaml")
     mouth_frame_ms: int = Field(40, ge=10, le=255)
 

@@ -40,6 +40,14 @@ CREATE TABLE IF NOT EXISTS readings (
     UNIQUE (device_id, seq)
 );
 CREATE INDEX IF NOT EXISTS readings_by_time ON readings (received_at);
+-- per device, the highest seq removed by the retention (gateway/devices/retention.py), so a
+-- resend of a pruned reading is still recognised as a duplicate
+CREATE TABLE IF NOT EXISTS readings_pruned (
+    device_id      TEXT PRIMARY KEY,
+    max_seq        INTEGER NOT NULL,
+    pruned         INTEGER NOT NULL DEFAULT 0,
+    last_pruned_at REAL
+);
 """
 
 

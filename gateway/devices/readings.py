@@ -59,8 +59,14 @@ def _utc(ts: float) -> datetime:
 def insert_reading(
     conn: sqlite3.Connection, device_id: str, msg: SensorReading, received_at: float
 ) -> tuple[int, bool]:
-    """Store one reading; returns (row id, True) or, for a known device + seq, (its id, False)."""
+    """Store one reading; returns (row id, True) or, for a known device + seq, (its id, False);
+    (0, False) for a seq the retention already pruned."""
     measured_at, clock = (float(msg.measured_at), "device") if msg.measured_at else (received_at, "gateway")
+    pruned = conn.execute("SELECT max_seq FROM readings_pruned WHERE device_id = ?", (device_id,)).fetchone()
+    if pruned is not None and msg.seq <= pruned[0]:
+        row = conn.execute("SELECT id FROM readings WHERE device_id = ? AND seq = ?", (device_id, msg.seq)).fetchone()
+        if row is None:  # stored once, then removed by the retention: still a duplicate (retention.py)
+            return 0, False
     values = json.dumps([[name, unit, value] for name, unit, value in msg.values], ensure_ascii=False)
     cur = conn.execute(
         'INSERT INTO readings (device_id, seq, kind, measured_at, received_at, clock, "values")'
@@ -144,7 +150,11 @@ class ReadingService:
             return ReadingAck(msg.seq, ReadingStatus.REJECTED, "storage-failed", f"database error: {exc}")
         if not new:
             self.duplicates += 1
-            log.info("%s: reading seq %d is a duplicate of #%d; acked again, not stored", peer, msg.seq, reading_id)
+            if reading_id:
+                log.info("%s: reading seq %d is a duplicate of #%d; acked again, not stored", peer, msg.seq, reading_id)
+            else:
+                log.info("%s: reading seq %d was stored before and pruned by the retention; acked duplicate, "
+                         "not stored again", peer, msg.seq)
             return ReadingAck(msg.seq, ReadingStatus.DUPLICATE)
         self.stored += 1
         measured_at = msg.measured_at or received_at
