@@ -132,7 +132,7 @@ class Gateway:
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(consume_readings(memory, sub, on_remembered=remembered))
                 tg.create_task(scheduler.run(), name="memory-scheduler")
-                tg.create_task(speak_alerts(alerts, devices.connected, devices.say), name="memory-alerts")
+                tg.create_task(speak_alerts(alerts, devices.connected, devices.say, devices.can_speak), name="memory-alerts")
                 if self.cfg.mcp.http:
                     from gateway.mcp_server.http import serve_http
                     from gateway.mcp_server.tools import McpDeps, build_server
@@ -164,7 +164,7 @@ def default_links(cfg: GatewayConfig) -> list[DeviceLink]:
                               max_frame_bytes=s.max_frame_bytes, embedded=not m.host,
                               inbox_messages=m.inbox_messages, offline_queue=m.offline_queue))
     if cfg.coap.enabled:
-        links.append(CoapLink(s.host, cfg.coap.port, s.max_frame_bytes, cfg.coap.outbox_bytes))
+        links.append(CoapLink(s.host, cfg.coap.port, s.max_frame_bytes, cfg.coap.outbox_bytes, cfg.coap.session_idle_s))
     return links
 
 

@@ -282,6 +282,7 @@ class GatewayConfig(_Section):
     base_dir: Path = Field(default=Path("."), exclude=True)
 
     def path(self, p: Path) -> Path:
+    session_idle_s: float = Field(120.0, gt=0, le=86400)
         """Resolve a configured path against the config file's directory."""
         return p if p.is_absolute() else (self.base_dir / p).resolve()
 

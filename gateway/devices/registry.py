@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from firmware_protocol import Capability
 from gateway.links.base import DeviceConnection
 
 log = logging.getLogger(__name__)
@@ -17,27 +18,49 @@ class SessionRegistry:
     def __init__(self) -> None:
         self._conns: dict[str, DeviceConnection] = {}
         self._speakers: dict[str, Any] = {}  # device id -> its Conversation (for say / alerts)
+        self._caps: dict[str, int] = {}  # device id -> Hello.capabilities
+        self._changed = asyncio.Event()  # set (and replaced) whenever a device comes or goes
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def wait_until(self, condition: Callable[["SessionRegistry"], bool], timeout: float) -> None:
+        """Wait until `condition(registry)` holds (checked at each connect / disconnect);
+        raises TimeoutError after `timeout` seconds."""
+        async with asyncio.timeout(timeout):
+            while not condition(self):
+                await self._changed.wait()
 
     @contextmanager
-    def register(self, device_id: str, conn: DeviceConnection, speaker: Any = None) -> Iterator[None]:
+    def register(self, device_id: str, conn: DeviceConnection, speaker: Any = None,
+                 capabilities: int = Capability.AUDIO_IN | Capability.AUDIO_OUT) -> Iterator[None]:
         old = self._conns.get(device_id)
         if old is not None and old is not conn:
             log.info("%s: device %s reconnected from %s; closing the old connection", old.peer, device_id, conn.peer)
             asyncio.get_running_loop().create_task(old.close("replaced by a newer connection"))
         self._conns[device_id] = conn
         self._speakers[device_id] = speaker
+        self._caps[device_id] = capabilities
+        self._notify()
         try:
             yield
         finally:
             if self._conns.get(device_id) is conn:
                 del self._conns[device_id]
                 self._speakers.pop(device_id, None)
+                self._caps.pop(device_id, None)
+                self._notify()
 
     def connected(self) -> list[str]:
         return sorted(self._conns)
 
     def get(self, device_id: str) -> DeviceConnection | None:
         return self._conns.get(device_id)
+
+    def can_speak(self, device_id: str) -> bool:
+        """Connected and announced AUDIO_OUT in its Hello (it can play what the gateway says)."""
+        return bool(self._caps.get(device_id, 0) & Capability.AUDIO_OUT)
 
     def speaker(self, device_id: str) -> Any:
         """The device's conversation (it has `async say(text)`), or None."""

@@ -9,6 +9,8 @@ Resources (PROTOCOL.md, "CoAP"), with `D` the device id:
   downlink byte stream (COBS + CRC frames, which may be split across notifications).
 
 A Hello always starts a new session for D (a device that rebooted just says Hello again).
+A session with no request from D (POST up, GET or observe of down) for `session_idle_s` is
+closed, like a dropped WebSocket: D is offline in the registry until its next Hello.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from collections import deque
 
 import aiocoap
@@ -45,6 +48,10 @@ class CoapDeviceConnection:
         self.observed = asyncio.Event()  # set once a device observes its downlink
         self._closed: str | None = None
         self.dropped = 0
+        self.last_heard = time.monotonic()  # the device's last request (up, down or observe)
+
+    def touch(self) -> None:
+        self.last_heard = time.monotonic()
 
     def deliver(self, item: Message | ProtocolError) -> None:
         self.idle.clear()
@@ -112,6 +119,7 @@ class DeviceResources(resource.Resource, interfaces.ObservableResource, resource
             conn = self._link.connections.get(device_id)
             if conn is None:
                 return aiocoap.Message(code=aiocoap.CONTENT, payload=b"")
+            conn.touch()  # a fetch or an observe (re-)registration keeps the session alive
             payload = conn.drain(NOTIFICATION_BYTES)
             if conn.outbox:  # the rest goes in the next notification(s)
                 asyncio.get_running_loop().call_soon(conn.notify)
@@ -131,8 +139,10 @@ class DeviceResources(resource.Resource, interfaces.ObservableResource, resource
 class CoapLink:
     name = "coap"
 
-    def __init__(self, host: str, port: int, max_frame_bytes: int = 65536, outbox_bytes: int = 1 << 20) -> None:
+    def __init__(self, host: str, port: int, max_frame_bytes: int = 65536, outbox_bytes: int = 1 << 20,
+                 session_idle_s: float = 120.0) -> None:
         self.host, self.port = host, port
+        self.session_idle_s = session_idle_s
         self.outbox_bytes = outbox_bytes
         self.max_frame_bytes = max_frame_bytes
         self.connections: dict[str, CoapDeviceConnection] = {}
@@ -155,6 +165,7 @@ class CoapLink:
             conn = self.connections[device_id] = CoapDeviceConnection(device_id, peer, self.outbox_bytes)
             assert self._tg is not None and self._handler is not None
             self._tg.create_task(self._run(conn), name=f"coap {device_id}")
+        conn.touch()
         conn.deliver(item)
         try:  # answer in the response what the session says right away (Welcome, ReadingAck...)
             await asyncio.wait_for(conn.idle.wait(), PROCESS_WAIT_S)
@@ -169,6 +180,18 @@ class CoapLink:
         finally:
             if self.connections.get(conn.device_id) is conn:
                 del self.connections[conn.device_id]
+
+    async def _expire_idle(self) -> None:
+        """Close sessions whose device sent no request for session_idle_s (checked 4x as often)."""
+        while True:
+            await asyncio.sleep(min(self.session_idle_s / 4, 5.0))
+            now = time.monotonic()
+            for device_id, conn in list(self.connections.items()):
+                if now - conn.last_heard >= self.session_idle_s:
+                    log.info("%s: no request or observe refresh for %.0f s (coap.session_idle_s); session closed",
+                             conn.peer, now - conn.last_heard)
+                    del self.connections[device_id]  # its next request starts a new session (Hello first)
+                    conn.end(f"idle for {self.session_idle_s:g} s")
 
     async def serve(self, handler: ConnectionHandler, ready: asyncio.Event | None = None) -> None:
         self._handler = handler
@@ -190,6 +213,7 @@ class CoapLink:
                 return
             try:
                 log.info("coap: listening on udp %s:%d", self.host, self.port)
+                tg.create_task(self._expire_idle(), name="coap-idle")
                 if ready is not None:
                     ready.set()
                 await asyncio.Future()  # serve until cancelled

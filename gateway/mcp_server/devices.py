@@ -17,6 +17,10 @@ class GatewayDevices:
     def connected(self) -> list[str]:
         return self.registry.connected()
 
+    def can_speak(self, device_id: str) -> bool:
+        """Connected and announced audio output (Capability.AUDIO_OUT) in its Hello."""
+        return self.registry.can_speak(device_id)
+
     def _missing(self, device_id: str) -> DeviceUnavailable:
         return DeviceUnavailable(f"device {device_id!r} is not connected (connected: {', '.join(self.connected()) or 'none'})")
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 class Alert:
     """A rule fired: say `text` on the user's voice boxes and show it on the screens.
 
-    `devices` are the user's devices from memory.users (empty: every connected device). Voice
+    `devices` are the user's devices from memory.users (empty: every connected device); it is
+    spoken only on those connected that announced AUDIO_OUT (gateway/memory/alerts.py). Voice
     sessions and the screen hub subscribe to this event; the memory also keeps it as an
     observation (`kind:event`, `source:rules`, `alert:<rule id>`).
     """
