@@ -248,6 +248,7 @@ class ExpressionConfig(_Section):
     sentiment: Path = Path("config/sentiment.yaml")
     readings_retention_days: int = Field(0, ge=0, le=36500)  # 0: keep readings forever
     servo_map: Path = Path("config/servo_map.yaml")
+    hints: Path = Path("config/hints.yaml")
     mouth_frame_ms: int = Field(40, ge=10, le=255)
 
 
@@ -281,8 +282,8 @@ class GatewayConfig(_Section):
     logging: LoggingConfig = LoggingConfig()
     base_dir: Path = Field(default=Path("."), exclude=True)
 
-    def path(self, p: Path) -> Path:
     session_idle_s: float = Field(120.0, gt=0, le=86400)
+    def path(self, p: Path) -> Path:
         """Resolve a configured path against the config file's directory."""
         return p if p.is_absolute() else (self.base_dir / p).resolve()
 

@@ -15,10 +15,10 @@ from typing import Any
 from gateway.brain.history import History
 from gateway.brain.llm import LlmProvider, ProviderFailed, ToolCall
 from gateway.brain.tools import Toolbox
-from gateway.brain.pipeline import SentenceDivider, extract_hints, speech_text
+from gateway.brain.pipeline import SentenceDivider, shape
 from gateway.memory.errors import MemoryError_
 from gateway.memory.recall import MemoryBrain
-from gateway.voice.brain import BrainContext, LocalBrain, split_sentences
+from gateway.voice.brain import BrainContext, LocalBrain, Sentence, split_sentences
 
 log = logging.getLogger(__name__)
 MEMORY_HITS = 3
@@ -147,9 +147,10 @@ def _tool_messages(calls: list[ToolCall], results: list[str]) -> list[dict[str, 
     return [asked, *({"role": "tool", "tool_call_id": c.id, "content": r} for c, r in zip(calls, results))]
 
 
-def _speakable(piece: str) -> str:
-    text, _hints = extract_hints(piece)
-    return speech_text(text)
+def _speakable(piece: str) -> Sentence:
+    """The piece as a `Sentence` (TTS says the str; screens show `.display`; `.hints` drive the
+    Action/Sentiment packets); empty, so falsy, when nothing in it can be spoken."""
+    return shape(piece)
 
 
 async def _iterate(items: list[str]) -> AsyncIterator[str]:

@@ -1,13 +1,17 @@
 """Reply pipeline stages over an LLM token stream (pure, no I/O).
 
 token stream -> `SentenceDivider` (sentences, or clauses) -> `extract_hints` ([happy], leading
-emoji) -> `speech_text` (what TTS may say) -> `display_text` (what screens show).
+emoji) -> `speech_text` (what TTS may say) -> `display_text` (what screens show); `shape` does the
+last three and returns a `Sentence` (the voice layer's type: speech text + display text + hints).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from gateway.voice.brain import Hints, Sentence
+
+__all__ = ["Hints", "Sentence", "SentenceDivider", "display_text", "extract_hints", "shape", "speech_text"]
 
 # Sentence ends: . ! ? followed by whitespace (so "3.5" never splits), or Chinese 。！？ anywhere.
 _SENTENCE_END = re.compile(r"""[.!?]+["'”’)\]]*(?=\s)|[。！？]+["'”’」』）]*|\n""")
@@ -65,14 +69,6 @@ def _abbreviation(text: str) -> bool:
     return bool(words) and words[-1].casefold().rstrip(".") in _ABBREVIATIONS
 
 
-@dataclass(frozen=True)
-class Hints:
-    """Action/emotion hints found in a sentence (they feed the Action/Sentiment packets)."""
-
-    emotions: tuple[str, ...] = ()
-    emoji: str = ""
-
-
 _TAG = re.compile(r"\[([A-Za-z_][A-Za-z0-9_ -]{0,30})\]")
 _EMOJI = re.compile(
     "[\U0001f000-\U0001faff\U00002600-\U000027bf\U0001f900-\U0001f9ff\u2b50\u2b55\u203c\u2049\ufe0f\u200d]+"
@@ -119,3 +115,10 @@ def display_text(sentence: str) -> str:
     text = _TOOL_STATUS.sub(" ", text)
     text = _TAG.sub(" ", text)
     return " ".join(text.split())
+
+
+def shape(piece: str) -> Sentence:
+    """One divided piece of the reply as a `Sentence`: speech text (empty: nothing to say), display
+    text (tags removed; emoji and URLs kept) and the hints its tags and leading emoji gave."""
+    text, hints = extract_hints(piece)
+    return Sentence(speech_text(text), display_text(piece), hints)

@@ -145,3 +145,7 @@ class ActionRules:
 
     def match(self, text: str) -> Action | None:
         return match_action(self.rules, text)
+
+    def by_code(self, code: str) -> Action | None:
+        """The action of the first row with this code (how hints name an action), or None."""
+        return next((r.action for r in self.rules if r.action.code == code), None)

@@ -1,8 +1,10 @@
 """What one spoken sentence expresses: action, sentiment, viseme track and mouth levels.
 
 `Expression.analyse` runs once per synthesized sentence (before its audio is sent), whatever
-the devices want; `gateway.expression.device` turns the result into each device's packets and
-`gateway.screens` into Fay's screen message. Costs well under a millisecond per sentence.
+the devices want (when the sentence is a `Sentence` with hints, an LLM's `[happy]` or leading
+emoji, `gateway.expression.hints` decides the action and/or sentiment they name);
+`gateway.expression.device` turns the result into each device's packets and `gateway.screens`
+into Fay's screen message. Costs well under a millisecond per sentence.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from pathlib import Path
 import numpy as np
 
 from gateway.engines.base import SynthChunk
+from gateway.expression.hints import Hinted, HintMap
 from gateway.expression.mouth import levels_from_audio, levels_from_runs
 from gateway.expression.rules import Action, ActionRules
 from gateway.expression.sentiment import Sentiment
 from gateway.expression.visemes import VisemeRun, runs_from_levels, runs_from_phonemes
+from gateway.voice.brain import display_of, hints_of
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,7 @@ class SentenceExpression:
     frame_ms: int
     audio_ms: float  # length of the sentence's audio
     timed: bool  # True when the runs come from phoneme timings, False from audio energy
+    display: str = ""  # what screens show (emoji, URLs kept); "" = the spoken text
 
     def fay_lips(self) -> list[dict[str, object]]:
         """Fay's `Lips`: run-length OVR visemes, [{"Lip": "aa", "Time": ms}, ...]."""
@@ -42,14 +47,16 @@ def _ovr_name(name: str) -> str:
 class Expression:
     """Action rules + sentiment lexicon (both hot-reloaded) + the mouth frame length."""
 
-    def __init__(self, rules: ActionRules, sentiment: Sentiment, frame_ms: int = 40) -> None:
+    def __init__(self, rules: ActionRules, sentiment: Sentiment, frame_ms: int = 40,
+                 hints: HintMap | None = None) -> None:
         self.rules = rules
         self.sentiment = sentiment
         self.frame_ms = frame_ms
+        self.hints = hints
 
     @classmethod
-    def from_paths(cls, rules: Path, sentiment: Path, frame_ms: int = 40) -> Expression:
-        return cls(ActionRules(rules), Sentiment(sentiment), frame_ms)
+    def from_paths(cls, rules: Path, sentiment: Path, frame_ms: int = 40, hints: Path | None = None) -> Expression:
+        return cls(ActionRules(rules), Sentiment(sentiment), frame_ms, HintMap(hints) if hints is not None else None)
 
     def analyse(self, text: str, chunks: list[SynthChunk]) -> SentenceExpression:
         rate = chunks[0].sample_rate if chunks else 16000
@@ -67,13 +74,15 @@ class Expression:
             if runs:  # the last frame may run past the audio: end the track with it
                 last = runs[-1]
                 runs[-1] = VisemeRun(last.viseme, last.start_ms, max(1, round(audio_ms) - last.start_ms))
+        hinted = self.hints.resolve(hints_of(text), self.rules.by_code) if self.hints is not None else Hinted()
         return SentenceExpression(
-            text=text,
-            action=self.rules.match(text),
-            sentiment=self.sentiment.score(text),
+            text=str(text),
+            action=hinted.action or self.rules.match(text),
+            sentiment=self.sentiment.score(text) if hinted.sentiment is None else hinted.sentiment,
             runs=tuple(runs),
             levels=tuple(levels),
             frame_ms=self.frame_ms,
             audio_ms=audio_ms,
             timed=timed,
+            display=display_of(text),
         )

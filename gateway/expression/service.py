@@ -49,15 +49,15 @@ class ExpressionService:
 
     @classmethod
     def from_paths(cls, rules: Path, sentiment: Path, servo_map: Path | None, frame_ms: int,
-                   bus: EventBus | None = None) -> ExpressionService:
-        return cls(Expression.from_paths(rules, sentiment, frame_ms),
+                   bus: EventBus | None = None, hints: Path | None = None) -> ExpressionService:
+        return cls(Expression.from_paths(rules, sentiment, frame_ms, hints),
                    ServoMapFile(servo_map) if servo_map is not None else None, bus)
 
     @classmethod
     def from_config(cls, cfg: GatewayConfig, bus: EventBus | None = None) -> ExpressionService:
         e = cfg.expression
         return cls.from_paths(cfg.path(e.action_rules), cfg.path(e.sentiment), cfg.path(e.servo_map),
-                              e.mouth_frame_ms, bus)
+                              e.mouth_frame_ms, bus, cfg.path(e.hints))
 
     def tap(self, device_id: str, send: Send) -> Send:
         """`send`, also publishing the device's transcripts and closing reply texts on the bus, and

@@ -22,7 +22,7 @@ def sentence_message(device_id: str, stream_id: int, expr: SentenceExpression, a
         "Key": "audio",
         "Value": audio_path,
         "HttpValue": audio_path,  # made absolute per screen (its Host) when sent
-        "Text": expr.text,
+        "Text": expr.display or expr.text,  # the display text: emoji and URLs kept, tags removed
         "Time": round(expr.audio_ms / 1000, 3),
         "Type": TYPE_REPLY,
         "IsFirst": int(is_first),

@@ -125,7 +125,7 @@ class Conversation:
 
         async def run(play: Playback) -> None:
             await self._speaker.speak(sentences(), play)
-            await self._send(ReplyText(text=" ".join(play.sentences_started), final=True))
+            await self._send(ReplyText(text=play.shown(), final=True))
 
         self._play = Playback()
         self._turn = asyncio.create_task(run(self._play))
@@ -144,7 +144,7 @@ class Conversation:
         if play is not None:
             if play.open_stream is not None:
                 await self._send(AudioStop(stream_id=play.open_stream, reason=StopReason.ABORTED))
-            await self._send(ReplyText(text=" ".join(play.sentences_started), final=True))
+            await self._send(ReplyText(text=play.shown(), final=True))
 
     async def close(self) -> None:
         if self._turn is not None:
@@ -207,7 +207,7 @@ class Conversation:
             await self._speaker.speak(self._mark_first(sentences, first, brain_started), play)
             m.brain_ms = first[0] if first else 0.0
             m.reply = " ".join(play.sentences_started)
-            await self._send(ReplyText(text=m.reply, final=True))
+            await self._send(ReplyText(text=play.shown(), final=True))  # display text; m.reply is speech
         except asyncio.CancelledError:
             m.barged_in = True
             m.reply = " ".join(play.sentences_started)

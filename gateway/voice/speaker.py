@@ -3,6 +3,7 @@
 Each sentence is synthesized (TTS thread) as soon as its text is known, resampled to the
 device's rate and sent as its own audio stream: `ReplyText`, `AudioStart`, `AudioChunk`s,
 `AudioStop`. Synthesis runs ahead of playback; sending is paced (see `gateway.audio.pacing`).
+TTS gets a sentence's speech text (the str); its ReplyText carries the display text (`display_of`).
 Cancelling the task that runs `speak` stops the reply within one chunk: the caller then sends
 `AudioStop(ABORTED)` via `abort_stream`.
 """
@@ -19,12 +20,14 @@ from gateway.audio.pacing import Pacer
 from gateway.audio.pcm import chunk_bytes, float_to_s16le, int16_to_float, resample, split_bytes
 from gateway.engines.base import SynthChunk
 from gateway.engines.runner import EngineRunner
+from gateway.voice.brain import display_of
 
 Send = Callable[[Message], Awaitable[None]]
 SentenceHook = Callable[[str, list[SynthChunk], int], list[Message]]
 """(sentence text, its synthesized chunks, its stream id) -> extra messages for the device, sent
 after the sentence's ReplyText and before its AudioStart (expression packets: visemes, action...).
-Called while synthesizing, ahead of playback."""
+Called while synthesizing, ahead of playback. The text is the sentence as the brain yielded it: a
+`Sentence` (display text and hints ride along) or a plain str."""
 
 
 @dataclass
@@ -36,6 +39,10 @@ class Playback:
     first_audio_at: float | None = None  # clock time the first audio chunk was handed to the link
     first_tts_ms: float | None = None  # synthesis time of the first sentence
     open_stream: int | None = None  # stream id currently playing (for abort)
+
+    def shown(self) -> str:
+        """The display text of the sentences whose audio started (the closing ReplyText)."""
+        return " ".join(display_of(s) for s in self.sentences_started)
 
 
 class Speaker:
@@ -69,7 +76,7 @@ class Speaker:
                 if not sentence.strip():
                     continue
                 started = self._clock()
-                chunks = await self._runner.synthesize(sentence)
+                chunks = await self._runner.synthesize(str(sentence))  # the speech text
                 if play.first_tts_ms is None:
                     play.first_tts_ms = (self._clock() - started) * 1000
                 pcm = b"".join(
@@ -93,7 +100,7 @@ class Speaker:
             while (item := await queue.get()) is not None:
                 sentence, pcm, sid, extra = item
                 play.sentences_started.append(sentence)
-                await self._send(ReplyText(text=sentence, stream_id=sid, final=False))
+                await self._send(ReplyText(text=display_of(sentence), stream_id=sid, final=False))
                 for message in extra:
                     await self._send(message)
                 await self._send(AudioStart(stream_id=sid, format=self._fmt))
