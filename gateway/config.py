@@ -198,6 +198,7 @@ class DevicesConfig(_Section):
     database: Path = Path("data/gateway.db")
     open_enrolment: bool = True
     max_readings_per_minute: int = Field(120, ge=0, le=1_000_000)
+    readings_retention_days: int = Field(0, ge=0, le=36500)  # 0: keep readings forever
 
 
 class SerialPortConfig(_Section):
@@ -232,6 +233,7 @@ class CoapConfig(_Section):
     enabled: bool = True
     port: int = Field(5683, ge=1, le=65535)
     outbox_bytes: int = Field(1 << 20, ge=4096, le=64 << 20)
+    session_idle_s: float = Field(120.0, gt=0, le=86400)
 
 
 class LoggingConfig(_Section):
@@ -246,7 +248,6 @@ class LoggingConfig(_Section):
 class ExpressionConfig(_Section):
     action_rules: Path = Path("config/action_rules.csv")
     sentiment: Path = Path("config/sentiment.yaml")
-    readings_retention_days: int = Field(0, ge=0, le=36500)  # 0: keep readings forever
     servo_map: Path = Path("config/servo_map.yaml")
     hints: Path = Path("config/hints.yaml")
     mouth_frame_ms: int = Field(40, ge=10, le=255)
@@ -282,7 +283,6 @@ class GatewayConfig(_Section):
     logging: LoggingConfig = LoggingConfig()
     base_dir: Path = Field(default=Path("."), exclude=True)
 
-    session_idle_s: float = Field(120.0, gt=0, le=86400)
     def path(self, p: Path) -> Path:
         """Resolve a configured path against the config file's directory."""
         return p if p.is_absolute() else (self.base_dir / p).resolve()
