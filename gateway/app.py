@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gateway.audio.pcm import int16_to_float, resample
-from gateway.brain.factory import build_brain, drain_brain
+from gateway.brain.factory import build_brain, build_mcp_clients, drain_brain
 from gateway.bus import EventBus
 from gateway.config import GatewayConfig
 from gateway.devices.auth import Authenticator
@@ -72,7 +72,8 @@ class Gateway:
         for link in self.links:  # links that watch the gateway's events (the LAN screens)
             if isinstance(link, ScreensServer):
                 link.attach_bus(self.bus)
-        self.brain = build_brain(self.cfg, self.memory, self.registry.connected)
+        self.mcp_clients = build_mcp_clients(self.cfg)  # external MCP servers' tools (connected by serve)
+        self.brain = build_brain(self.cfg, self.memory, self.registry.connected, self.mcp_clients)
         self.db = Database(self.cfg.path(self.cfg.devices.database))
         if self.cfg.devices.open_enrolment:
             log.warning("devices.open_enrolment is on: unregistered devices may connect (fine on a trusted LAN)")
@@ -105,6 +106,8 @@ class Gateway:
         async with asyncio.TaskGroup() as tg:
             if self.memory is not None:
                 tg.create_task(self._serve_memory(self.memory), name="memory")
+            if self.mcp_clients is not None:  # in the background: a missing server delays nothing
+                tg.create_task(self.mcp_clients.run(), name="mcp-clients")
             if self.retention is not None:
                 tg.create_task(self.retention.run(), name="readings-retention")
             for link, event in zip(self.links, events):

@@ -137,6 +137,41 @@ class PrestartToolConfig(_Section):
     arguments: dict[str, str] = {}
 
 
+class McpServerConfig(_Section):
+    """An external MCP server whose tools the LLM may call (see docs/CONFIG.md, brain.mcp_servers)."""
+
+    name: str
+    command: tuple[str, ...] = ()  # stdio: [program, arg, ...]
+    url: str = ""  # streamable HTTP: http(s)://host:port/mcp
+    env: dict[str, str] = {}  # extra environment for a command server
+    headers: dict[str, str] = {}  # HTTP headers for a url server, e.g. Authorization: "Bearer ${TOKEN}"
+    tools: tuple[str, ...] = ()  # only these of the server's tools (empty: all)
+    timeout_s: float = Field(10.0, gt=0, le=300)
+
+    @field_validator("name")
+    @classmethod
+    def _tool_prefix(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9-]+(_[A-Za-z0-9-]+)*", value) or len(value) > 24:
+            raise ValueError(f"name {value!r}: use 1-24 letters, digits, '-' or single '_' "
+                             "(the LLM sees the tools as <name>__<tool>)")
+        return value
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> "McpServerConfig":
+        if bool(self.command) == bool(self.url):
+            raise ValueError(f"MCP server {self.name!r}: give either command (a stdio server: "
+                             "[program, arg, ...]) or url (a streamable HTTP server), exactly one")
+        if self.url and not re.fullmatch(r"https?://\S+", self.url):
+            raise ValueError(f"MCP server {self.name!r}: url {self.url!r} must start with http:// or https://")
+        if self.url and self.env:
+            raise ValueError(f"MCP server {self.name!r}: env is for command servers; send headers to a url server")
+        if self.command and self.headers:
+            raise ValueError(f"MCP server {self.name!r}: headers are for url servers; give a command server env")
+        if self.command and not self.command[0].strip():
+            raise ValueError(f"MCP server {self.name!r}: command[0] must be the program to run")
+        return self
+
+
 class BrainConfig(_Section):
     replies: Path = Path("config/replies.yaml")
     fallback: str = "Sorry, I did not catch that. You can ask me the time, the date, or just say hello."
@@ -148,6 +183,15 @@ class BrainConfig(_Section):
     history_tokens: int = Field(1500, ge=0, le=100_000)
     split: Literal["sentence", "clause"] = "sentence"
     prestart: tuple[PrestartToolConfig, ...] = ()
+    mcp_servers: tuple[McpServerConfig, ...] = ()
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _unique_mcp_names(cls, servers: tuple[McpServerConfig, ...]) -> tuple[McpServerConfig, ...]:
+        names = [s.name for s in servers]
+        if twice := sorted({n for n in names if names.count(n) > 1}):
+            raise ValueError(f"MCP server names must be unique (they prefix the tool names); rename {twice}")
+        return servers
 
 
 class MemoryRuleConfig(_Section):

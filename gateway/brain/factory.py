@@ -9,12 +9,24 @@ from gateway.memory.recall import MemoryBrain
 from gateway.voice.brain import Brain, LocalBrain
 
 if TYPE_CHECKING:
+    from gateway.brain.tools import ToolSource
     from gateway.config import GatewayConfig
+    from gateway.mcp_server.client import McpClients
     from gateway.memory.service import MemoryService
 
 
+def build_mcp_clients(cfg: GatewayConfig) -> McpClients | None:
+    """The external MCP servers' tools (brain.mcp_servers), when an LLM is there to use them.
+    Their connections are kept by `McpClients.run()` (Gateway.serve starts it)."""
+    if not (cfg.brain.providers and cfg.brain.mcp_servers):
+        return None
+    from gateway.mcp_server.client import McpClients  # imports the mcp SDK only when it is used
+
+    return McpClients(cfg.brain.mcp_servers)
+
+
 def build_brain(cfg: GatewayConfig, memory: MemoryService | None,
-                connected: Callable[[], list[str]] | None = None) -> Brain:
+                connected: Callable[[], list[str]] | None = None, mcp: ToolSource | None = None) -> Brain:
     local = LocalBrain.from_config(cfg)
     remembering = MemoryBrain(local, memory) if memory is not None else None
     if not cfg.brain.providers:
@@ -28,7 +40,8 @@ def build_brain(cfg: GatewayConfig, memory: MemoryService | None,
                       system_prompt=cfg.brain.system_prompt, history_tokens=cfg.brain.history_tokens,
                       clauses=cfg.brain.split == "clause",
                       tools=Toolbox([*(memory_tools(memory) if memory else []),
-                                     *(device_tools(connected) if connected else [])]),
+                                     *(device_tools(connected) if connected else [])],
+                                    [mcp] if mcp is not None else []),
                       prestart=[(p.tool, dict(p.arguments)) for p in cfg.brain.prestart])
 
 

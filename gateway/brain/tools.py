@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 MAX_RESULT_CHARS = 2000
@@ -27,9 +27,28 @@ class Tool:
                 "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
 
 
+class ToolSource(Protocol):
+    """Tools that come and go while the gateway runs (e.g. external MCP servers connecting later)."""
+
+    def tools(self) -> list[Tool]: ...
+
+    def why_missing(self, name: str) -> str | None:
+        """Why `name` is not available now (e.g. its server is down), or None if it is not ours."""
+        ...
+
+
 class Toolbox:
-    def __init__(self, tools: list[Tool]) -> None:
-        self._tools = {t.name: t for t in tools}
+    def __init__(self, tools: list[Tool], sources: Sequence[ToolSource] = ()) -> None:
+        self._own = {t.name: t for t in tools}
+        self._sources = list(sources)
+
+    @property
+    def _tools(self) -> dict[str, Tool]:
+        found = dict(self._own)
+        for source in self._sources:
+            for tool in source.tools():
+                found.setdefault(tool.name, tool)
+        return found
 
     def __bool__(self) -> bool:
         return bool(self._tools)
@@ -39,9 +58,11 @@ class Toolbox:
 
     async def call(self, name: str, arguments: str, device_id: str) -> str:
         """The tool's result, or an `error: ...` text for the model."""
-        tool = self._tools.get(name)
+        tools = self._tools
+        tool = tools.get(name)
         if tool is None:
-            return f"error: unknown tool {name!r}; available: {', '.join(self._tools)}"
+            why = next((w for s in self._sources if (w := s.why_missing(name))), None)
+            return f"error: {why}" if why else f"error: unknown tool {name!r}; available: {', '.join(tools)}"
         try:
             args = json.loads(arguments or "{}")
             if not isinstance(args, dict):

@@ -16,6 +16,7 @@ import uvicorn
 from mcp.server.fastmcp import FastMCP
 
 log = logging.getLogger(__name__)
+SHUTDOWN_GRACE_S = 2.0
 
 
 class BearerAuth:
@@ -59,7 +60,9 @@ async def serve_http(server: FastMCP, host: str, port: int, token: str,
         sock.close()
         raise
     server.settings.port = sock.getsockname()[1]
-    config = uvicorn.Config(http_app(server, token), log_level="warning", lifespan="on")
+    # Bounded graceful shutdown: a client's open GET stream would otherwise hold the gateway's exit forever.
+    config = uvicorn.Config(http_app(server, token), log_level="warning", lifespan="on",
+                            timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
     userver = _Server(config)
     log.info("MCP over HTTP on http://%s:%d/mcp (and /sse)", host, server.settings.port)
     if ready is not None:
