@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +16,8 @@ import pytest_asyncio
 import yaml
 from websockets.asyncio.client import connect
 
-from firmware_protocol import Action, AudioChunk, AudioStart, Capability, Hello, ReplyText, Sentiment, TextInput, Welcome
+from firmware_protocol import (Action, AudioChunk, AudioStart, AudioStop, Capability, Hello, ReplyText, Sentiment,
+                              StopReason, TextInput, Welcome)
 from gateway.app import Gateway
 from gateway.audio.pcm import int16_to_float
 from gateway.brain.scripted import Script, ScriptedLlm
@@ -34,9 +37,10 @@ REPLY = ["[happy] 😀 Great to see you again! ", "[surprised] That is great new
 SHOWN = ["😀 Great to see you again!", "That is great news.", "Thank you for waiting."]
 
 
-@pytest_asyncio.fixture(loop_scope="session")
-async def hinted_gateway(runner, tmp_path):
-    async with ScriptedLlm([Script(REPLY)]) as llm:
+@asynccontextmanager
+async def gateway_with(runner, tmp_path: Path, scripts: list[Script]) -> AsyncIterator[tuple[MemoryLink, str]]:
+    """A gateway whose LLM is the scripted server: its in-memory link and the screen URL for DEVICE."""
+    async with ScriptedLlm(scripts) as llm:
         cfg = parse_config({
             "devices": {"database": str(tmp_path / "gw.db")}, "memory": {"enabled": False},
             "brain": {"providers": [{"name": "scripted", "base_url": llm.url, "model": "m"}]},
@@ -46,8 +50,23 @@ async def hinted_gateway(runner, tmp_path):
         ready = asyncio.Event()
         task = asyncio.create_task(Gateway(cfg, runner, [link, screens]).serve(ready))
         await asyncio.wait_for(ready.wait(), 10)
-        yield link, f"ws://127.0.0.1:{screens.port}/screen?device={DEVICE}"
-        task.cancel()
+        try:
+            yield link, f"ws://127.0.0.1:{screens.port}/screen?device={DEVICE}"
+        finally:
+            task.cancel()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def hinted_gateway(runner, tmp_path):
+    async with gateway_with(runner, tmp_path, [Script(REPLY)]) as running:
+        yield running
+
+
+async def hello(link: MemoryLink):
+    dev = link.connect()
+    await dev.send(Hello(device_id=DEVICE, capabilities=Capability.AUDIO_IN | Capability.AUDIO_OUT | Capability.ACTION))
+    assert isinstance(await asyncio.wait_for(dev.receive(), 10), Welcome)
+    return dev
 
 
 async def screen_messages(ws, count: int) -> list[dict]:
@@ -69,9 +88,7 @@ async def test_an_llm_sentence_tagged_happy_drives_action_and_sentiment_and_is_s
         await ws.send(json.dumps({"device": DEVICE}))
         while json.loads(await asyncio.wait_for(ws.recv(), 5))["Data"]["Key"] != "subscribed":
             pass
-        dev = link.connect()
-        await dev.send(Hello(device_id=DEVICE, capabilities=Capability.AUDIO_IN | Capability.AUDIO_OUT | Capability.ACTION))
-        assert isinstance(await asyncio.wait_for(dev.receive(), 10), Welcome)
+        dev = await hello(link)
         await dev.send(TextInput(text="tell me something nice"))
         got = []
         while not (isinstance(m := await asyncio.wait_for(dev.receive(), 30), ReplyText) and m.final):
@@ -117,3 +134,20 @@ async def test_an_llm_sentence_tagged_happy_drives_action_and_sentiment_and_is_s
     assert [m["Data"]["Key"] for m in shown] == ["audio", "audio", "audio", "reply_end"]
     assert [m["Data"]["Text"] for m in shown] == [*SHOWN, " ".join(SHOWN)]
     assert shown[0]["Data"]["Action"]["code"] == happy.action and shown[0]["Data"]["Sentiment"] == happy.sentiment
+
+
+async def test_after_a_barge_in_the_closing_reply_text_shows_only_the_played_sentences_as_display_text(
+        runner, tmp_path) -> None:
+    story = ["🙂 Once upon a time there was a small robot that lived in a very big house with many rooms. ",
+             "[sad] One day it lost its way. ", "😀 But it found the kitchen again."]
+    async with gateway_with(runner, tmp_path, [Script(story), Script(["Okay."])]) as (link, _screen):
+        dev = await hello(link)
+        await dev.send(TextInput(text="tell me a story"))
+        while not isinstance(await asyncio.wait_for(dev.receive(), 30), AudioChunk):
+            pass
+        await dev.send(TextInput(text="stop"))  # the user interrupts during the first sentence
+        got = []
+        while not (isinstance(m := await asyncio.wait_for(dev.receive(), 30), ReplyText) and m.final):
+            got.append(m)
+    assert any(isinstance(g, AudioStop) and g.reason == StopReason.ABORTED for g in got)
+    assert m.text == story[0].strip(), "only the played sentence, with its emoji"
