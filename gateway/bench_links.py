@@ -2,7 +2,9 @@
 the CPU the gateway spends per MQTT message compared with a bare paho publish+receive loop.
 
 Everything runs in this process on loopback (the embedded MQTT broker too), with a throw-away
-database; every reading counted was acked STORED, i.e. committed to SQLite first.
+database; every reading counted was acked STORED, i.e. committed to SQLite first. With
+`--broker HOST:PORT` the MQTT figures are also taken through that external broker (e.g. a
+mosquitto), under the topic prefix `bench` so a gateway using the same broker is not disturbed.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,7 @@ from firmware_protocol import Hello, ReadingAck, ReadingStatus, SensorReading, W
 from gateway.app import Gateway
 from gateway.config import GatewayConfig
 from gateway.engines.runner import EngineRunner
+from gateway.errors import ConfigError
 from gateway.links.coap import CoapLink
 from gateway.links.device_side import open_device
 from gateway.links.mqtt import MqttLink
@@ -81,9 +85,10 @@ async def _through(cfg: GatewayConfig, runner: EngineRunner, link: Any, transpor
         await asyncio.gather(task, return_exceptions=True)
 
 
-async def _bare_paho(port: int, n: int, user: str, password: str) -> float:
-    """CPU microseconds per message for paho publish (QoS 1) + receive through the same broker,
-    with the same window of 32 messages in flight as the readings runs."""
+async def _bare_paho(port: int, n: int, user: str | None, password: str | None,
+                     host: str = "127.0.0.1") -> tuple[float, float]:
+    """CPU microseconds per message and messages per second for paho publish (QoS 1) + receive
+    through the same broker, with the same window of 32 messages in flight as the readings runs."""
     from firmware_protocol import encode
 
     progress = asyncio.Event()
@@ -98,10 +103,10 @@ async def _bare_paho(port: int, n: int, user: str, password: str) -> float:
     client = AsyncPaho("bench-bare", on_message, persistent=False, username=user, password=password,
                        on_connect=lambda: client.subscribe("bench/bare", 1))
     client.client.on_subscribe = lambda *args: subscribed.set()
-    await client.connect("127.0.0.1", port)
+    await client.connect(host, port)
     await asyncio.wait_for(subscribed.wait(), 10)
     data = encode(SensorReading(1, "humidity", 0, VALUES))
-    cpu0 = time.process_time()
+    cpu0, wall0 = time.process_time(), time.perf_counter()
     sent = 0
     async with asyncio.timeout(120):
         while count < n:
@@ -110,12 +115,39 @@ async def _bare_paho(port: int, n: int, user: str, password: str) -> float:
                 client.publish("bench/bare", data, 1)
             progress.clear()
             await progress.wait()
-    cpu = time.process_time() - cpu0
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     await client.disconnect()
-    return cpu / n * 1e6
+    return cpu / n * 1e6, n / wall
 
 
-async def run_link_bench(cfg: GatewayConfig, runner: EngineRunner, n: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Broker:
+    """An external MQTT broker to measure through (`--broker HOST:PORT`)."""
+
+    host: str
+    port: int
+    username: str | None = None
+    password: str | None = None
+
+    @classmethod
+    def parse(cls, text: str, username: str | None = None, password: str | None = None) -> "Broker":
+        host, sep, port = text.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"--broker {text!r}: give HOST:PORT, e.g. 127.0.0.1:1883")
+        return cls(host.strip("[]"), int(port), username, password)
+
+
+async def _external(cfg: GatewayConfig, runner: EngineRunner, broker: Broker, n: int) -> dict[str, Any]:
+    link = MqttLink(broker.host, broker.port, topic_prefix="bench", client_id="bench-gateway",
+                    username=broker.username, password=broker.password, embedded=False)
+    run = await _through(cfg, runner, link, "mqtt", lambda: f"mqtt://{broker.host}:{broker.port}/bench", n, 32)
+    bare, bare_per_s = await _bare_paho(broker.port, n, broker.username, broker.password, broker.host)
+    return {**run, "broker": f"{broker.host}:{broker.port}", "bare_paho_cpu_us_per_message": round(bare, 1),
+            "bare_paho_messages_per_s": round(bare_per_s, 1),
+            "gateway_vs_bare_per_message": round(run["cpu_us_per_reading"] / 2 / bare, 2)}
+
+
+async def run_link_bench(cfg: GatewayConfig, runner: EngineRunner, n: int, broker: Broker | None = None) -> dict[str, Any]:
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         def fresh(name: str) -> GatewayConfig:
@@ -128,13 +160,16 @@ async def run_link_bench(cfg: GatewayConfig, runner: EngineRunner, n: int) -> di
         mqtt = MqttLink("127.0.0.1", 0, embedded=True)
         results["mqtt_embedded"] = await _through(fresh("mqtt"), runner, mqtt, "mqtt",
                                                   lambda: f"mqtt://127.0.0.1:{mqtt.port}", n, 32)
+        if broker is not None:
+            results["mqtt_external"] = await _external(fresh("mqtt-external"), runner, broker, n)
         coap = CoapLink("127.0.0.1", _free_port(socket.SOCK_DGRAM))
         results["coap"] = await _through(fresh("coap"), runner, coap, "coap",
                                          lambda: f"coap://127.0.0.1:{coap.port}", max(n // 5, 50), 1)
         if shutil.which("socat"):
             results["serial"] = await _serial(fresh("serial"), runner, Path(tmp), n)
-        bare = await _bare_broker_loop(n)
+        bare, bare_per_s = await _bare_broker_loop(n)
         results["mqtt_bare_paho_cpu_us_per_message"] = round(bare, 1)
+        results["mqtt_bare_paho_messages_per_s"] = round(bare_per_s, 1)
         gw_cpu = results["mqtt_embedded"]["cpu_us_per_reading"]
         # A reading is two MQTT messages (reading up, ack down) plus a durable SQLite commit.
         results["mqtt_gateway_vs_bare_per_message"] = round(gw_cpu / 2 / bare, 2)
@@ -156,7 +191,7 @@ async def _serial(cfg: GatewayConfig, runner: EngineRunner, tmp: Path, n: int) -
         socat.wait()
 
 
-async def _bare_broker_loop(n: int) -> float:
+async def _bare_broker_loop(n: int) -> tuple[float, float]:
     from gateway.links.mqtt_broker import EmbeddedBroker
 
     async def anyone(user: str | None, password: str | None) -> bool:
@@ -171,10 +206,10 @@ async def _bare_broker_loop(n: int) -> float:
 
 
 def run_bench_links(cfg: GatewayConfig, readings: int, as_json: bool,
-                    load: Callable[[], EngineRunner]) -> int:
+                    load: Callable[[], EngineRunner], broker: Broker | None = None) -> int:
     runner = load()
     try:
-        results = asyncio.run(run_link_bench(cfg, runner, readings))
+        results = asyncio.run(run_link_bench(cfg, runner, readings, broker))
     finally:
         runner.close()
     if as_json:

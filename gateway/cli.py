@@ -141,9 +141,10 @@ def _cmd_bench(args: argparse.Namespace, cfg: GatewayConfig) -> int:
 
 def _cmd_bench_links(args: argparse.Namespace, cfg: GatewayConfig) -> int:
     from gateway.app import load_runner
-    from gateway.bench_links import run_bench_links
+    from gateway.bench_links import Broker, run_bench_links
 
-    return run_bench_links(cfg, args.readings, args.json, lambda: load_runner(cfg, _progress))
+    broker = Broker.parse(args.broker, args.broker_username, args.broker_password) if args.broker else None
+    return run_bench_links(cfg, args.readings, args.json, lambda: load_runner(cfg, _progress), broker)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -214,6 +215,10 @@ def build_parser() -> argparse.ArgumentParser:
     from gateway.cli_memory import add_memory_parsers
 
     add_memory_parsers(sub, common)
+    bl.add_argument("--broker", metavar="HOST:PORT", help="also measure MQTT through this external broker "
+                    "(e.g. a mosquitto; topics bench/...), next to the embedded one")
+    bl.add_argument("--broker-username", help="login for --broker (devices log in as their id)")
+    bl.add_argument("--broker-password", help="password for --broker-username")
     models.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS, help="gateway.yaml to use")
     return parser
 

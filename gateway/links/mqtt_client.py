@@ -83,6 +83,10 @@ class AsyncPaho:
     # -- paho callbacks (run on the loop thread) --------------------------------------------------
 
     def _on_socket_open(self, client: paho.Client, userdata: object, sock: socket.socket) -> None:
+        try:  # paho leaves Nagle on: each small publish then waits for the previous one's TCP ack,
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # ~5x fewer messages/s
+        except (AttributeError, OSError):  # not a TCP socket (a unix socket, paho's WebSocket wrapper)
+            pass
         self._loop.add_reader(sock, client.loop_read)
         self._misc = self._loop.create_task(self._misc_loop())
 
