@@ -85,6 +85,12 @@ class CoapDeviceConnection:
         for observation in list(self.observers):
             observation.trigger()
 
+    def end_observations(self, why: str) -> None:
+        """Tell observing devices the session is gone (4.04 ends a CoAP observation)."""
+        for observation in list(self.observers):
+            observation.trigger(aiocoap.Message(code=aiocoap.NOT_FOUND, payload=why.encode()), is_last=True)
+        self.observers.clear()
+
     def drain(self, limit: int | None = None) -> bytes:
         """The next bytes of the downlink stream (at most `limit`); frames may be split."""
         size = len(self.outbox) if limit is None else min(limit, len(self.outbox))
@@ -192,6 +198,7 @@ class CoapLink:
                              conn.peer, now - conn.last_heard)
                     del self.connections[device_id]  # its next request starts a new session (Hello first)
                     conn.end(f"idle for {self.session_idle_s:g} s")
+                    conn.end_observations(f"session ended after {self.session_idle_s:g} s idle; send Hello")
 
     async def serve(self, handler: ConnectionHandler, ready: asyncio.Event | None = None) -> None:
         self._handler = handler

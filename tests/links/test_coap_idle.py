@@ -82,3 +82,18 @@ async def test_a_device_that_keeps_posting_or_fetching_its_downlink_stays_online
         rounds += 1
         await asyncio.sleep(0.3 * IDLE_S)
     await registry.wait_until(offline("coap-chatty"), 5 * IDLE_S)  # and once it stops, it expires
+
+
+async def test_a_device_observing_its_downlink_is_told_404_when_its_session_expires(quick, tmp_path):
+    base, registry = quick
+    await post(base, "coap-ear", Hello(device_id="coap-ear"), tmp_path)
+    observer = await asyncio.create_subprocess_exec(
+        "coap-client-notls", "-s", "30", "-B", "30", f"{base}/coap-ear/down", stderr=asyncio.subprocess.PIPE)
+    try:
+        assert observer.stderr is not None
+        await registry.wait_until(offline("coap-ear"), 5 * IDLE_S)  # the observe alone does not keep it alive
+        line = await asyncio.wait_for(observer.stderr.readline(), 5)
+        assert line.decode().strip() == "4.04 session ended after 1 s idle; send Hello"
+    finally:
+        observer.kill()
+        await observer.wait()
