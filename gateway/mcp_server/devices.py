@@ -30,6 +30,9 @@ class GatewayDevices:
         speaker = self.registry.speaker(device_id)
         if speaker is None:
             raise self._missing(device_id)
+        if not self.registry.can_speak(device_id):
+            raise DeviceUnavailable(f"device {device_id!r} cannot speak: it did not announce audio output "
+                                    "(AUDIO_OUT) in its Hello")
         await speaker.say(text)
 
     async def perform_action(self, device_id: str, code: str, behavior: str = "", affect: str = "",

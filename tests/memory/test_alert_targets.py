@@ -95,6 +95,13 @@ async def test_a_user_without_a_speaking_device_connected_is_logged_and_nothing_
             "audio output: bp-anna, screen-anna); it stays in their memory: Measure now.") in caplog.text
 
 
+async def test_saying_something_on_a_device_without_audio_output_is_refused_with_the_reason(registry):
+    from gateway.mcp_server.devices import DeviceUnavailable, GatewayDevices
+
+    with pytest.raises(DeviceUnavailable, match="'bp-anna' cannot speak: it did not announce audio output"):
+        await GatewayDevices(registry).say("bp-anna", "hello")
+
+
 async def _until(dev, kind, timeout: float = 20):
     async with asyncio.timeout(timeout):
         while True:
