@@ -3,7 +3,8 @@ streamable HTTP, with the official SDK client.
 
 One long-lived task per server holds the transport and the `ClientSession` (anyio cancel scopes
 are entered and left in that task); tool calls from the brain use the session from their own
-task. A server's tools are listed after `initialize` and offered as `<server>__<tool>`. When a
+task. A server's tools are listed after `initialize` (again when it sends `tools/list_changed`)
+and offered as `<server>__<tool>`. When a
 server is missing or dies its tools answer the model with a clear error, the failure is logged
 once with the server's name and reason, and the task reconnects with back-off.
 """
@@ -11,6 +12,7 @@ once with the server's name and reason, and the task reconnects with back-off.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -25,7 +27,7 @@ from mcp import ClientSession, McpError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp.types import CONNECTION_CLOSED, CallToolResult, TextContent
+from mcp.types import CONNECTION_CLOSED, CallToolResult, ServerNotification, TextContent, ToolListChangedNotification
 
 from gateway.brain.tools import Tool
 from gateway.config import McpServerConfig
@@ -49,6 +51,7 @@ class McpServerTools:
         self.name = cfg.name
         self.connected = asyncio.Event()  # set while a session with listed tools is up
         self.attempt_failed = asyncio.Event()  # set after each failed or ended connection (tests clear it)
+        self.tools_changed = asyncio.Event()  # set after a re-listing on the server's list_changed (tests clear it)
         self._backoff = tuple(backoff_s)
         self._session: ClientSession | None = None
         self._tools: list[Tool] = []  # kept after a disconnect: calls then say the server is down
@@ -89,13 +92,21 @@ class McpServerTools:
     async def _connect_once(self) -> None:
         async with self._transport() as (read, write):
             inbound, session_read = anyio.create_memory_object_stream[Any](0)
-            async with ClientSession(session_read, write) as session, anyio.create_task_group() as tg:
-                tg.start_soon(self._start, session)
+            relist, relist_wanted = anyio.create_memory_object_stream[None](1)
+
+            async def on_message(message: Any) -> None:  # in the session's receive loop: must not wait
+                if isinstance(message, ServerNotification) and isinstance(message.root, ToolListChangedNotification):
+                    with contextlib.suppress(anyio.WouldBlock):
+                        relist.send_nowait(None)
+
+            async with (ClientSession(session_read, write, message_handler=on_message) as session,
+                        anyio.create_task_group() as tg):
+                tg.start_soon(self._serve, session, relist_wanted)
                 await _relay(read, inbound)  # returns when the server is gone
                 tg.cancel_scope.cancel()
         raise ServerGone("the server closed the connection")
 
-    async def _start(self, session: ClientSession) -> None:
+    async def _serve(self, session: ClientSession, relist_wanted: Any) -> None:
         with anyio.fail_after(max(self.cfg.timeout_s, CONNECT_TIMEOUT_S)):
             await session.initialize()
             listed = (await session.list_tools()).tools
@@ -103,6 +114,11 @@ class McpServerTools:
         self._session, self._up_since = session, time.monotonic()
         self.connected.set()
         log.info("mcp client %s: connected, tools: %s", self.name, ", ".join(t.name for t in self._tools) or "none")
+        async for _ in relist_wanted:  # the server says its tools changed
+            with anyio.fail_after(max(self.cfg.timeout_s, CONNECT_TIMEOUT_S)):
+                self._tools = self._make_tools((await session.list_tools()).tools)
+            self.tools_changed.set()
+            log.info("mcp client %s: tools now: %s", self.name, ", ".join(t.name for t in self._tools) or "none")
 
     @asynccontextmanager
     async def _transport(self) -> AsyncIterator[tuple[Any, Any]]:

@@ -7,7 +7,7 @@ import asyncio
 import os
 from typing import Annotated
 
-from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp import Context, FastMCP
 from pydantic import Field
 
 
@@ -32,6 +32,13 @@ def build() -> FastMCP:
         """Answers after `seconds` (tests the client's timeout)."""
         await asyncio.sleep(seconds)  # the tool's own pace
         return "finally"
+
+    @server.tool()
+    async def learn(word: str, ctx: Context) -> str:
+        """Adds a tool named `word` and tells the client that the tool list changed."""
+        server.add_tool(lambda: f"{word}!", name=word, description=f"Says {word}.")
+        await ctx.session.send_tool_list_changed()
+        return f"learned {word}"
 
     @server.tool()
     def crash() -> str:
