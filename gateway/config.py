@@ -143,6 +143,7 @@ class McpServerConfig(_Section):
     name: str
     command: tuple[str, ...] = ()  # stdio: [program, arg, ...]
     url: str = ""  # streamable HTTP: http(s)://host:port/mcp
+    transport: Literal["streamable-http", "sse"] = "streamable-http"  # for a url server
     env: dict[str, str] = {}  # extra environment for a command server
     headers: dict[str, str] = {}  # HTTP headers for a url server, e.g. Authorization: "Bearer ${TOKEN}"
     tools: tuple[str, ...] = ()  # only these of the server's tools (empty: all)
@@ -167,6 +168,9 @@ class McpServerConfig(_Section):
             raise ValueError(f"MCP server {self.name!r}: env is for command servers; send headers to a url server")
         if self.command and self.headers:
             raise ValueError(f"MCP server {self.name!r}: headers are for url servers; give a command server env")
+        if self.command and self.transport != "streamable-http":
+            raise ValueError(f"MCP server {self.name!r}: transport {self.transport} is for url servers "
+                             "(a command server speaks stdio)")
         if self.command and not self.command[0].strip():
             raise ValueError(f"MCP server {self.name!r}: command[0] must be the program to run")
         return self

@@ -1,5 +1,5 @@
-"""Tools from external MCP servers (gateway.yaml `brain.mcp_servers`) for the LLM, over stdio or
-streamable HTTP, with the official SDK client.
+"""Tools from external MCP servers (gateway.yaml `brain.mcp_servers`) for the LLM, over stdio,
+streamable HTTP or SSE, with the official SDK client.
 
 One long-lived task per server holds the transport and the `ClientSession` (anyio cancel scopes
 are entered and left in that task); tool calls from the brain use the session from their own
@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 import httpx
 from mcp import ClientSession, McpError, StdioServerParameters
+from mcp.client.sse import sse_client
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -126,6 +127,10 @@ class McpServerTools:
         if cfg.command:
             params = StdioServerParameters(command=cfg.command[0], args=list(cfg.command[1:]), env=dict(cfg.env) or None)
             async with stdio_client(params) as (read, write):  # the server's stderr goes to ours
+                yield read, write
+            return
+        if cfg.transport == "sse":
+            async with sse_client(cfg.url, headers=dict(cfg.headers), timeout=cfg.timeout_s) as (read, write):
                 yield read, write
             return
         timeout = httpx.Timeout(cfg.timeout_s, read=max(cfg.timeout_s, 300.0))

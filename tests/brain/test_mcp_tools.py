@@ -128,6 +128,15 @@ async def test_a_streamable_http_server_behind_a_bearer_token_serves_its_tools(m
                 assert why.startswith("error: MCP server 'intruder' is not connected (") and "401" in why
 
 
+async def test_an_sse_server_serves_its_tools_too() -> None:
+    async with http_weather() as url:
+        cfg = McpServerConfig(name="weather", url=url.removesuffix("/mcp") + "/sse", transport="sse",
+                              headers={"Authorization": f"Bearer {TOKEN}"})
+        async with running(cfg) as clients:
+            assert await Toolbox([], [clients]).call("weather__forecast", '{"city": "Oslo"}', "box-1") == (
+                "Oslo: 18 degrees and light rain tomorrow")
+
+
 async def test_an_http_server_that_goes_away_gives_the_model_an_error_and_is_reconnected_when_back(
         monkeypatch, caplog) -> None:
     monkeypatch.setattr("gateway.mcp_server.http.SHUTDOWN_GRACE_S", 0.2)  # our client holds a GET stream open
@@ -251,6 +260,8 @@ async def test_the_gateway_answers_when_an_mcp_server_is_missing_and_the_model_s
     ({"name": "w", "url": "http://h/mcp", "env": {"A": "1"}}, "env is for command servers"),
     ({"name": "w", "command": ["x"], "headers": {"A": "1"}}, "headers are for url servers"),
     ({"name": "w", "command": ["x"], "timeout_s": 0}, "brain.mcp_servers.0.timeout_s = 0"),
+    ({"name": "w", "command": ["x"], "transport": "sse"}, "transport sse is for url servers"),
+    ({"name": "w", "url": "http://h/sse", "transport": "websocket"}, "brain.mcp_servers.0.transport = 'websocket'"),
 ])
 def test_a_bad_mcp_server_entry_names_the_key_and_what_to_do(server: dict, problem: str) -> None:
     with pytest.raises(ConfigError) as info:
