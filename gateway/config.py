@@ -128,6 +128,7 @@ class LlmProviderConfig(_Section):
     first_token_timeout_s: float = Field(3.0, gt=0, le=60)
     total_timeout_s: float = Field(30.0, gt=0, le=600)
     max_tokens: int = Field(300, ge=1, le=8192)
+    stall_timeout_s: float = Field(1.0, gt=0, le=60)  # longest silence once the reply streams (a pulled network)
 
 
 class PrestartToolConfig(_Section):
@@ -135,6 +136,7 @@ class PrestartToolConfig(_Section):
 
     tool: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     arguments: dict[str, str] = {}
+    keep_in_history: bool = False  # the result also stays in the conversation history (as a tool exchange)
 
 
 class McpServerConfig(_Section):
@@ -187,6 +189,8 @@ class BrainConfig(_Section):
     history_tokens: int = Field(1500, ge=0, le=100_000)
     split: Literal["sentence", "clause"] = "sentence"
     prestart: tuple[PrestartToolConfig, ...] = ()
+    route: Literal["local_first", "llm_first", "local_only"] = "local_first"
+    interrupted_reply: str = Field("Sorry, I lost the connection.", min_length=1, max_length=300)
     mcp_servers: tuple[McpServerConfig, ...] = ()
 
     @field_validator("mcp_servers")

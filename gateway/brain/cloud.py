@@ -1,72 +1,123 @@
-"""CloudBrain: local first (reply table, memory), else the LLM providers in order, else local.
+"""CloudBrain: the reply table and memory, the LLM providers, and the local answer, per `route`.
 
-Implements the `Brain` protocol. The LLM reply streams through the pipeline stages and each
-sentence is yielded as soon as it is complete. History per device is kept within a token budget;
-after a barge-in `spoken()` replaces the last reply by the part that was actually played.
+Implements the `Brain` protocol. `local_first`: the reply table / memory answer when they can, else
+the LLM; `llm_first`: every question goes to the LLM and the reply table / memory answer only when
+every provider failed. The LLM reply streams through the pipeline stages and each sentence is
+yielded as soon as it is complete (see `gateway.brain.fallback`); a reply cut after part of it was
+said ends with `interrupted_reply`. The history is kept per user (`memory.users`; an unmapped device
+has its own), within a token budget, with the turn's tool exchanges. A caller that plays the reply
+(`ctx.reports_playback`) reports what was actually played with `spoken()`: the history and the
+memory keep only that.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import aclosing
 from typing import Any
 
-from gateway.brain.history import History
-from gateway.brain.llm import LlmProvider, ProviderFailed, ToolCall
+from gateway.brain.fallback import ProvidersFailed, ask_providers, tool_messages
+from gateway.brain.history import History, Turn
+from gateway.brain.llm import LlmProvider, ToolCall
 from gateway.brain.tools import Toolbox
-from gateway.brain.pipeline import SentenceDivider, shape
+from gateway.config import PrestartToolConfig
 from gateway.memory.errors import MemoryError_
 from gateway.memory.recall import MemoryBrain
-from gateway.voice.brain import BrainContext, LocalBrain, Sentence, split_sentences
+from gateway.voice.brain import BrainContext, LocalBrain, split_sentences
 
 log = logging.getLogger(__name__)
 MEMORY_HITS = 3
-MAX_TOOL_ROUNDS = 3  # model -> tools -> model rounds per turn; the last round offers no tools
 MEMORY_MIN_RELEVANCE = 0.25  # looser than MemoryBrain's own answer (0.55): the model judges the rest
+ROUTES = ("local_first", "llm_first")  # local_only never builds a CloudBrain (see factory.build_brain)
 
 
 class CloudBrain:
     def __init__(self, local: LocalBrain, providers: list[LlmProvider], *, memory: MemoryBrain | None = None,
                  system_prompt: str = "", history_tokens: int = 1500, clauses: bool = False,
-                 tools: Toolbox | None = None, prestart: list[tuple[str, dict[str, str]]] | None = None) -> None:
+                 tools: Toolbox | None = None, prestart: Sequence[PrestartToolConfig] = (),
+                 route: str = "local_first", interrupted_reply: str = "Sorry, I lost the connection.",
+                 users: Mapping[str, str] | None = None) -> None:
+        if route not in ROUTES:
+            raise ValueError(f"route must be one of {', '.join(ROUTES)}, not {route!r}")
         self.tools = tools or Toolbox([])
-        self.prestart = prestart or []
+        self.prestart = list(prestart)
         self.local = local
         self.memory = memory
         self.providers = providers
         self.system_prompt = system_prompt
         self.clauses = clauses
+        self.route = route
+        self.interrupted_reply = interrupted_reply
+        self._users = dict(users or {})  # device id -> user id
         self._history: dict[str, History] = {}
         self._budget = history_tokens
+        self._last: dict[str, Turn] = {}  # device id -> its newest turn
+        self._unplayed: dict[str, Turn] = {}  # device id -> its turn waiting for `spoken()` (memory)
+        self._withdrawn: dict[str, str] = {}  # device id -> the utterance whose reply was withdrawn
 
     def history(self, device_id: str) -> History:
-        return self._history.setdefault(device_id, History(self._budget))
+        """The conversation of the device's user (devices of one user share it)."""
+        user = self._users.get(device_id)
+        key = f"user:{user}" if user else f"device:{device_id}"
+        return self._history.setdefault(key, History(self._budget))
 
     async def close(self) -> None:
         for p in self.providers:
             await p.close()
 
     async def reply(self, utterance: str, ctx: BrainContext) -> AsyncIterator[str]:
-        local = await self._local_answer(utterance, ctx)
+        self._withdrawn.pop(ctx.device_id, None)  # a withdrawal that never reached its turn
+        local = await self._local_answer(utterance, ctx) if self.route == "local_first" else None
         history = self.history(ctx.device_id)
-        messages = await self._messages(utterance, ctx.device_id)
-        history.add_turn(utterance, "")
+        messages, kept = await self._messages(utterance, ctx.device_id) if local is None else ([], [])
+        turn = self._last[ctx.device_id] = history.start(utterance)
+        history.add_tools(turn, kept)
+        if ctx.reports_playback:
+            self._unplayed[ctx.device_id] = turn
         said: list[str] = []
-        sentences = _iterate(split_sentences(local)) if local is not None else self._ask_llm(messages, ctx)
+        sentences = _iterate(split_sentences(local)) if local is not None else self._ask_llm(messages, turn, utterance, ctx)
         try:
-            async for sentence in sentences:
-                said.append(sentence)
-                # Updated before each yield only: after a barge-in nothing overwrites `spoken()`.
-                history.replace_last_reply(" ".join(said))
-                yield sentence
+            async with aclosing(sentences):  # closing the reply closes the LLM request at once
+                async for sentence in sentences:
+                    said.append(sentence)
+                    # Updated before each yield only: after a barge-in nothing overwrites `spoken()`.
+                    history.set_reply(turn, " ".join(said))
+                    yield sentence
         finally:
-            if self.memory is not None and said:
-                self.memory.keep_turn(utterance, " ".join(said), ctx.device_id)
+            if self._withdrawn.get(ctx.device_id) == utterance:
+                del self._withdrawn[ctx.device_id]
+                self._forget(turn, ctx.device_id)
+            elif not ctx.reports_playback:
+                self._remember(utterance, " ".join(said), ctx.device_id)
+
+    def withdraw(self, device_id: str, utterance: str) -> None:
+        """The reply to `utterance`, asked on a speculative transcript, was abandoned before any of it
+        was played (the user went on speaking, gateway/voice/speculation.py): when its generator
+        closes, the turn is forgotten (history, memory) as if it was never asked."""
+        self._withdrawn[device_id] = utterance
+
+    def _forget(self, turn: Turn, device_id: str) -> None:
+        self.history(device_id).drop(turn)
+        for pending in (self._last, self._unplayed):
+            if pending.get(device_id) is turn:
+                del pending[device_id]
 
     def spoken(self, device_id: str, text: str) -> None:
-        """After a barge-in: the last reply in the history becomes what was actually played."""
-        self.history(device_id).replace_last_reply(text)
+        """What was actually played of the device's last reply (after it ended or was interrupted):
+        the history keeps only that, and so does the memory."""
+        turn = self._last.get(device_id)
+        if turn is None:
+            return
+        self.history(device_id).set_reply(turn, text)
+        if self._unplayed.get(device_id) is turn:
+            del self._unplayed[device_id]
+            self._remember(turn.user, text, device_id)
+
+    def _remember(self, utterance: str, reply: str, device_id: str) -> None:
+        if self.memory is not None and reply:
+            self.memory.keep_turn(utterance, reply, device_id)
 
     async def _local_answer(self, utterance: str, ctx: BrainContext) -> str | None:
         if self.memory is not None:
@@ -74,22 +125,21 @@ class CloudBrain:
             return None if text == self.local.fallback else text
         return self.local.try_answer(utterance, ctx)
 
-    async def _messages(self, utterance: str, device_id: str) -> list[dict[str, Any]]:
+    async def _messages(self, utterance: str, device_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The request's messages, and the prestart exchanges to keep in the history."""
         prompt = self.system_prompt
         if facts := await self._memories(utterance, device_id):
             prompt += "\n\nWhat you remember about this user (use it only if it helps):\n" + "\n".join(
                 f"- {f}" for f in facts)
-        for name, arguments in self.prestart:
-            filled = {k: v.replace("{{question}}", utterance) for k, v in arguments.items()}
-            result = await self.tools.call(name, json.dumps(filled), device_id)
-            prompt += f"\n\nContext from {name}:\n{result}"
+        kept: list[dict[str, Any]] = []
+        for i, p in enumerate(self.prestart):
+            filled = json.dumps({k: v.replace("{{question}}", utterance) for k, v in p.arguments.items()})
+            result = await self.tools.call(p.tool, filled, device_id)
+            prompt += f"\n\nContext from {p.tool}:\n{result}"
+            if p.keep_in_history:
+                kept += tool_messages([ToolCall(f"prestart_{i}", p.tool, filled)], [result])
         system = [{"role": "system", "content": prompt.strip()}] if prompt.strip() else []
-        return [*system, *self.history(device_id).messages(), {"role": "user", "content": utterance}]
-
-    async def _run_tools(self, calls: list[ToolCall], device_id: str) -> list[dict[str, Any]]:
-        results = [await self.tools.call(c.name, c.arguments, device_id) for c in calls]
-        log.info("brain: %s: tools %s", device_id, ", ".join(c.name for c in calls))
-        return _tool_messages(calls, results)
+        return [*system, *self.history(device_id).messages(), {"role": "user", "content": utterance}], kept
 
     async def _memories(self, utterance: str, device_id: str) -> list[str]:
         """The user's memories relevant to the question (not past conversation: that is the history)."""
@@ -104,53 +154,29 @@ class CloudBrain:
             return []
         return [h.node.content for h in hits if h.node.type != "conversation" and h.relevance >= MEMORY_MIN_RELEVANCE]
 
-    async def _ask_llm(self, messages: list[dict[str, Any]], ctx: BrainContext) -> AsyncIterator[str]:
-        for provider in self.providers:
-            divider = SentenceDivider(clauses=self.clauses)
-            spoke = False
-            turn = list(messages)
-            try:
-                for rounds_left in range(MAX_TOOL_ROUNDS, -1, -1):
-                    calls: list[ToolCall] = []
-                    async for item in provider.stream(turn, self.tools.schemas() if self.tools and rounds_left else None):
-                        if isinstance(item, list):
-                            calls = item
-                            continue
-                        for piece in divider.feed(item):
-                            if text := _speakable(piece):
-                                spoke = True
-                                yield text
-                    if not calls:
-                        break
-                    turn += await self._run_tools(calls, ctx.device_id)
-                for piece in divider.flush():
-                    if text := _speakable(piece):
-                        spoke = True
-                        yield text
-            except ProviderFailed as exc:
-                log.warning("brain: provider %s failed for %s: %s", exc.provider, ctx.device_id, exc.reason)
-                if spoke:
-                    return  # part of the reply was said: never repeat it from another provider
-                continue
-            if spoke:
-                return
-            log.warning("brain: provider %s failed for %s: nothing speakable", provider.name, ctx.device_id)
-        if self.providers:
-            log.warning("brain: every provider failed for %s; answering locally", ctx.device_id)
-        for sentence in split_sentences(self.local.fallback):
+    async def _ask_llm(self, messages: list[dict[str, Any]], turn: Turn, utterance: str,
+                       ctx: BrainContext) -> AsyncIterator[str]:
+        exchanges: list[dict[str, Any]] = []  # this turn's tool exchanges, for the history
+        try:
+            async with aclosing(ask_providers(self.providers, messages, self.tools, ctx.device_id,
+                                              clauses=self.clauses, exchanges=exchanges)) as sentences:
+                async for sentence in sentences:
+                    yield sentence
+            return
+        except ProvidersFailed as exc:
+            failure = exc
+        finally:
+            self.history(ctx.device_id).add_tools(turn, exchanges)
+        if failure.spoke:
+            log.warning("brain: the reply to %s was cut (%s); it ends locally", ctx.device_id, failure.reason)
+            text = self.interrupted_reply
+        else:
+            log.warning("brain: every provider failed for %s (%s); answering locally", ctx.device_id,
+                        failure.reason)
+            text = (await self._local_answer(utterance, ctx) if self.route == "llm_first" else None) \
+                or self.local.fallback
+        for sentence in split_sentences(text):
             yield sentence
-
-
-def _tool_messages(calls: list[ToolCall], results: list[str]) -> list[dict[str, Any]]:
-    asked = {"role": "assistant", "content": None, "tool_calls": [
-        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls]}
-    return [asked, *({"role": "tool", "tool_call_id": c.id, "content": r} for c, r in zip(calls, results))]
-
-
-def _speakable(piece: str) -> Sentence:
-    """The piece as a `Sentence` (TTS says the str; screens show `.display`; `.hints` drive the
-    Action/Sentiment packets); empty, so falsy, when nothing in it can be spoken."""
-    return shape(piece)
 
 
 async def _iterate(items: list[str]) -> AsyncIterator[str]:

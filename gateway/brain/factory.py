@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 def build_mcp_clients(cfg: GatewayConfig) -> McpClients | None:
     """The external MCP servers' tools (brain.mcp_servers), when an LLM is there to use them.
     Their connections are kept by `McpClients.run()` (Gateway.serve starts it)."""
-    if not (cfg.brain.providers and cfg.brain.mcp_servers):
+    if not (cfg.brain.providers and cfg.brain.mcp_servers) or cfg.brain.route == "local_only":
         return None
     from gateway.mcp_server.client import McpClients  # imports the mcp SDK only when it is used
 
@@ -29,7 +29,7 @@ def build_brain(cfg: GatewayConfig, memory: MemoryService | None,
                 connected: Callable[[], list[str]] | None = None, mcp: ToolSource | None = None) -> Brain:
     local = LocalBrain.from_config(cfg)
     remembering = MemoryBrain(local, memory) if memory is not None else None
-    if not cfg.brain.providers:
+    if not cfg.brain.providers or cfg.brain.route == "local_only":
         return remembering or local
     from gateway.brain.cloud import CloudBrain  # imports the openai SDK only when it is used
     from gateway.brain.gateway_tools import device_tools, memory_tools
@@ -42,7 +42,8 @@ def build_brain(cfg: GatewayConfig, memory: MemoryService | None,
                       tools=Toolbox([*(memory_tools(memory) if memory else []),
                                      *(device_tools(connected) if connected else [])],
                                     [mcp] if mcp is not None else []),
-                      prestart=[(p.tool, dict(p.arguments)) for p in cfg.brain.prestart])
+                      prestart=cfg.brain.prestart, route=cfg.brain.route,
+                      interrupted_reply=cfg.brain.interrupted_reply, users=cfg.memory.users)
 
 
 async def drain_brain(brain: Brain) -> None:

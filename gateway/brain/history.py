@@ -1,6 +1,15 @@
-"""Conversation history of one device, within a token budget (oldest turns dropped first)."""
+"""Conversation history of one user (or one unmapped device), within a token budget.
+
+A `Turn` is the unit: the user's words, the tool exchanges made for them (assistant tool calls and
+tool results, in order) and the reply that was actually played. When the budget is exceeded the
+oldest turns are dropped whole, so a tool call never loses its result or its question.
+"""
 
 from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
 
 
 def estimate_tokens(text: str) -> int:
@@ -9,39 +18,60 @@ def estimate_tokens(text: str) -> int:
     return cjk + (len(text) - cjk + 3) // 4 + 1
 
 
+@dataclass(eq=False)
+class Turn:
+    user: str
+    reply: str = ""
+    tools: list[dict[str, Any]] = field(default_factory=list)  # OpenAI chat messages, in order
+
+    def messages(self) -> list[dict[str, Any]]:
+        reply = [{"role": "assistant", "content": self.reply}] if self.reply else []
+        return [{"role": "user", "content": self.user}, *self.tools, *reply]
+
+    def tokens(self) -> int:
+        tools = sum(estimate_tokens(json.dumps(m, ensure_ascii=False)) for m in self.tools)
+        return estimate_tokens(self.user) + estimate_tokens(self.reply) + tools
+
+
 class History:
     def __init__(self, budget_tokens: int) -> None:
         self.budget = budget_tokens
-        self._turns: list[tuple[str, str]] = []  # (user, assistant)
+        self._turns: list[Turn] = []
 
-    def add_turn(self, user: str, reply: str) -> None:
-        self._turns.append((user, reply))
+    def start(self, user: str) -> Turn:
+        """A new turn (the newest); change it with `set_reply` / `add_tools`."""
+        turn = Turn(user)
+        self._turns.append(turn)
+        self._trim()
+        return turn
+
+    def set_reply(self, turn: Turn, reply: str) -> None:
+        turn.reply = reply
         self._trim()
 
-    def replace_last_reply(self, reply: str) -> None:
-        if self._turns:
-            self._turns[-1] = (self._turns[-1][0], reply)
-            self._trim()
+    def drop(self, turn: Turn) -> None:
+        """Forget `turn` (a reply withdrawn before any of it was played)."""
+        if turn in self._turns:  # identity: turns compare by object
+            self._turns.remove(turn)
 
-    def messages(self) -> list[dict[str, str]]:
-        """The newest turns that fit in the budget, oldest first."""
-        kept: list[tuple[str, str]] = []
+    def add_tools(self, turn: Turn, messages: list[dict[str, Any]]) -> None:
+        turn.tools.extend(messages)
+        self._trim()
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The newest whole turns that fit in the budget, oldest first."""
+        kept: list[Turn] = []
         used = 0
-        for user, reply in reversed(self._turns):
-            used += estimate_tokens(user) + estimate_tokens(reply)
+        for turn in reversed(self._turns):
+            used += turn.tokens()
             if used > self.budget:
                 break
-            kept.append((user, reply))
-        out: list[dict[str, str]] = []
-        for user, reply in reversed(kept):
-            out.append({"role": "user", "content": user})
-            if reply:
-                out.append({"role": "assistant", "content": reply})
-        return out
+            kept.append(turn)
+        return [m for turn in reversed(kept) for m in turn.messages()]
 
     def tokens(self) -> int:
-        return sum(estimate_tokens(u) + estimate_tokens(r) for u, r in self._turns)
+        return sum(t.tokens() for t in self._turns)
 
     def _trim(self) -> None:
-        while len(self._turns) > 1 and self.tokens() > self.budget:  # the turn in progress stays
+        while len(self._turns) > 1 and self.tokens() > self.budget:  # the newest turn stays
             del self._turns[0]

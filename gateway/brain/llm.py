@@ -50,9 +50,10 @@ class LlmProvider:
         Raises ProviderFailed on error, garbage, first-token or total timeout.
         """
         deadline = time.monotonic() + self.cfg.total_timeout_s
-        started = False
+        started = stalled = False
         calls: dict[int, list[str]] = {}
         extra: dict[str, Any] = {"tools": tools} if tools else {}
+        stream = None
         try:
             async with asyncio.timeout(self.cfg.first_token_timeout_s):
                 stream = await self._client.chat.completions.create(
@@ -65,17 +66,27 @@ class LlmProvider:
                 raise ProviderFailed(self.name, "empty reply")
             started = True
             yield first
-            async with asyncio.timeout_at(asyncio.get_running_loop().time() + deadline - time.monotonic()):
-                while (item := await self._next_item(chunks, calls)) is not None:
-                    yield item
+            while True:  # each chunk within stall_timeout_s (a pulled network), all within total_timeout_s
+                gap = min(self.cfg.stall_timeout_s, deadline - time.monotonic())
+                stalled = gap == self.cfg.stall_timeout_s
+                async with asyncio.timeout(max(gap, 0.0)):
+                    item = await self._next_item(chunks, calls)
+                if item is None:
+                    break
+                yield item
         except TimeoutError:
-            raise ProviderFailed(self.name, "timeout (reply too slow)" if started else "timeout (no first token)") from None
+            raise ProviderFailed(self.name, ("timeout (reply too slow)" if not stalled else
+                                             f"stalled (nothing for {self.cfg.stall_timeout_s:g} s)")
+                                 if started else "timeout (no first token)") from None
         except openai.APIStatusError as exc:
             raise ProviderFailed(self.name, f"HTTP {exc.status_code}") from None
         except openai.APIConnectionError as exc:
-            raise ProviderFailed(self.name, f"connection failed: {type(exc).__name__}") from None
+            raise ProviderFailed(self.name, f"connection {'lost' if started else 'failed'}: {type(exc).__name__}") from None
         except (openai.OpenAIError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ProviderFailed(self.name, f"bad response: {type(exc).__name__}: {exc}"[:200]) from None
+        finally:
+            if stream is not None:  # abandoned (a barge-in, a withdrawn early request): hang up now
+                await stream.close()
 
     async def _next_item(self, chunks: AsyncIterator[Any], calls: dict[int, list[str]]) -> str | list[ToolCall] | None:
         """The next non-empty text delta; at the end the collected tool calls; then None."""

@@ -3,7 +3,9 @@
 Used by the tests and by `gateway bench` to measure the gateway without a network or a real model.
 
 Each request pops the next `Script` (or repeats the last): tokens with an optional delay between
-them, or a failure mode: HTTP 500, a stall before the first token, or garbage instead of JSON.
+them, or a failure mode: HTTP 500, a stall before the first token, garbage instead of JSON, a
+stall after the first token, or the connection dropped after it. Streams use chunked transfer
+encoding like real servers, so a connection closed mid-reply is an error for the client.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass, field
 @dataclass
 class Script:
     tokens: list[str] = field(default_factory=list)
-    mode: str = "ok"  # ok | fail | stall | garbage | stall_after_first
+    mode: str = "ok"  # ok | fail | stall | garbage | stall_after_first | cut_after_first
     delay_s: float = 0.0  # between tokens
     first_delay_s: float = 0.0  # before the first token (the model's own first-token latency)
     tool_calls: list[tuple[str, str]] = field(default_factory=list)  # (name, JSON arguments) after the tokens
@@ -26,6 +28,7 @@ class ScriptedLlm:
     def __init__(self, scripts: list[Script]) -> None:
         self.scripts = list(scripts)
         self.requests: list[dict] = []
+        self.abandoned: list[int] = []  # indexes of requests whose client hung up before the reply ended
         self.served = asyncio.Event()
         self._received = asyncio.Condition()
         self._server: asyncio.Server | None = None
@@ -51,6 +54,11 @@ class ScriptedLlm:
         async with self._received:
             await self._received.wait_for(lambda: len(self.requests) >= count)
 
+    async def wait_abandoned(self, count: int) -> None:
+        """Until the clients of `count` requests have hung up mid-reply (bound it with asyncio.wait_for)."""
+        async with self._received:
+            await self._received.wait_for(lambda: len(self.abandoned) >= count)
+
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -62,12 +70,30 @@ class ScriptedLlm:
             async with self._received:
                 self._received.notify_all()
             script = self.scripts.pop(0) if len(self.scripts) > 1 else self.scripts[0]
-            await self._respond(script, writer)
+            await self._respond_until_hangup(len(self.requests) - 1, script, reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
             self.served.set()
             writer.close()
+
+    async def _respond_until_hangup(self, index: int, script: Script, reader: asyncio.StreamReader,
+                                    writer: asyncio.StreamWriter) -> None:
+        """Respond; if the client closes the connection first (a cancelled request), note it and stop."""
+        respond = asyncio.create_task(self._respond(script, writer))
+        hangup = asyncio.create_task(reader.read(1))  # b"" at the client's end of stream
+        try:
+            await asyncio.wait({respond, hangup}, return_when=asyncio.FIRST_COMPLETED)
+            if not respond.done():
+                self.abandoned.append(index)
+                async with self._received:
+                    self._received.notify_all()
+        finally:
+            hangup.cancel()
+            respond.cancel()
+        _, outcome = await asyncio.gather(hangup, respond, return_exceptions=True)
+        if isinstance(outcome, Exception):
+            raise outcome  # a failed write
 
     async def _respond(self, script: Script, writer: asyncio.StreamWriter) -> None:
         if script.mode == "fail":
@@ -76,23 +102,26 @@ class ScriptedLlm:
                          b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
             await writer.drain()
             return
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+                     b"Connection: close\r\n\r\n")
         await writer.drain()
         if script.mode == "stall":
             await self._release.wait()
             return
         if script.mode == "garbage":
-            writer.write(b"data: this is not json\n\n")
+            writer.write(_http_chunk(b"data: this is not json\n\n") + _LAST_CHUNK)
             await writer.drain()
             return
         if script.first_delay_s:
             await asyncio.sleep(script.first_delay_s)  # the scripted model's latency, not a wait in a test
         for i, token in enumerate(script.tokens):
-            writer.write(b"data: " + json.dumps(_chunk(token)).encode() + b"\n\n")
+            writer.write(_http_chunk(b"data: " + json.dumps(_chunk(token)).encode() + b"\n\n"))
             await writer.drain()
             if script.mode == "stall_after_first":
                 await self._release.wait()
                 return
+            if script.mode == "cut_after_first":
+                return  # the connection closes without the last chunk: the client sees a broken stream
             if script.delay_s and i + 1 < len(script.tokens):
                 await asyncio.sleep(script.delay_s)  # the scripted model's own pace, not a wait in a test
         for i, (name, arguments) in enumerate(script.tool_calls):  # arguments split over two chunks
@@ -100,9 +129,16 @@ class ScriptedLlm:
             for part in ({"index": i, "id": f"call_{i}", "type": "function",
                           "function": {"name": name, "arguments": arguments[:half]}},
                          {"index": i, "function": {"arguments": arguments[half:]}}):
-                writer.write(b"data: " + json.dumps(_chunk(None, [part])).encode() + b"\n\n")
-        writer.write(b"data: [DONE]\n\n")
+                writer.write(_http_chunk(b"data: " + json.dumps(_chunk(None, [part])).encode() + b"\n\n"))
+        writer.write(_http_chunk(b"data: [DONE]\n\n") + _LAST_CHUNK)
         await writer.drain()
+
+
+_LAST_CHUNK = b"0\r\n\r\n"
+
+
+def _http_chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
 
 
 def _chunk(token: str | None, tool_calls: list[dict] | None = None) -> dict:

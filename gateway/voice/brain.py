@@ -26,6 +26,9 @@ class BrainContext:
 
     device_id: str
     now: datetime  # timezone-aware, injected (tests pass a fixed time)
+    # The caller plays the reply and then tells the brain what was played (`brain.spoken(device_id,
+    # text)`, when the reply ended or was interrupted): a brain that remembers keeps only that.
+    reports_playback: bool = False
 
     def __post_init__(self) -> None:
         if self.now.tzinfo is None or self.now.utcoffset() is None:

@@ -202,11 +202,14 @@ class Conversation:
                 log.info("%s (%s): heard speech but no words", self._peer, self.device_id)
                 return
             brain_started = time.monotonic()
-            sentences = self._brain.reply(text, BrainContext(self.device_id, datetime.now().astimezone()))
+            sentences = self._brain.reply(text, BrainContext(self.device_id, datetime.now().astimezone(),
+                                                             reports_playback=True))
             first: list[float] = []
             await self._speaker.speak(self._mark_first(sentences, first, brain_started), play)
             m.brain_ms = first[0] if first else 0.0
             m.reply = " ".join(play.sentences_started)
+            if (spoken := getattr(self._brain, "spoken", None)) is not None:
+                spoken(self.device_id, m.reply)  # played to the end: the brain may remember it now
             await self._send(ReplyText(text=play.shown(), final=True))  # display text; m.reply is speech
         except asyncio.CancelledError:
             m.barged_in = True

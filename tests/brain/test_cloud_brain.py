@@ -28,9 +28,10 @@ def local() -> LocalBrain:
     return LocalBrain(load_reply_table(ROOT / "config" / "replies.yaml"), FALLBACK)
 
 
-def provider(name: str, url: str, first_token_timeout_s: float = 2.0) -> LlmProvider:
+def provider(name: str, url: str, first_token_timeout_s: float = 2.0, stall_timeout_s: float = 2.0) -> LlmProvider:
     return LlmProvider(LlmProviderConfig(name=name, base_url=url, model="scripted", api_key="test-key",
-                                         first_token_timeout_s=first_token_timeout_s, total_timeout_s=10))
+                                         first_token_timeout_s=first_token_timeout_s, total_timeout_s=10,
+                                         stall_timeout_s=stall_timeout_s))
 
 
 async def collect(sentences: AsyncIterator[str]) -> list[str]:
@@ -125,7 +126,8 @@ async def test_a_reply_cut_mid_stream_is_not_repeated_by_another_provider() -> N
         brain = CloudBrain(local(), [LlmProvider(LlmProviderConfig(
             name="cut", base_url=cut.url, model="m", first_token_timeout_s=1, total_timeout_s=0.5)),
             provider("other", other.url)])
-        assert await collect(brain.reply("explain quantum physics", CTX)) == ["First part."]
+        assert await collect(brain.reply("explain quantum physics", CTX)) == ["First part.",
+                                                                          BrainConfig().interrupted_reply]
         assert other.requests == []
         await brain.close()
 
@@ -181,5 +183,5 @@ def test_with_providers_the_configured_brain_is_the_cloud_brain_with_the_key_fro
                                   "prestart": [{"tool": "memory_search", "arguments": {"query": "{{question}}"}}]}}, ROOT)
     brain = build_brain(cfg, None)
     assert isinstance(brain, CloudBrain) and brain.clauses
-    assert brain.prestart == [("memory_search", {"query": "{{question}}"})]
+    assert [(p.tool, p.arguments) for p in brain.prestart] == [("memory_search", {"query": "{{question}}"})]
     assert brain.providers[0].cfg.api_key == "sk-test"

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gateway.brain.cloud import MAX_TOOL_ROUNDS, CloudBrain
+from gateway.brain.cloud import CloudBrain
+from gateway.brain.fallback import MAX_TOOL_ROUNDS
+from gateway.config import PrestartToolConfig
 from gateway.brain.tools import Tool, Toolbox
 from gateway.brain.scripted import Script, ScriptedLlm
 from tests.brain.test_cloud_brain import CTX, FALLBACK, collect, local, provider
@@ -60,7 +62,7 @@ async def test_a_model_that_keeps_calling_tools_is_stopped_and_the_user_still_ge
 async def test_prestart_tools_run_with_the_question_and_their_result_is_context_for_the_model() -> None:
     async with ScriptedLlm([Script(["Sunny."])]) as llm:
         brain = CloudBrain(local(), [provider("a", llm.url)], system_prompt="P", tools=TOOLS,
-                           prestart=[("weather", {"city": "{{question}}"})])
+                           prestart=[PrestartToolConfig(tool="weather", arguments={"city": "{{question}}"})])
         assert await collect(brain.reply("Lisbon", CTX)) == ["Sunny."]
         system = llm.requests[0]["messages"][0]["content"]
         assert system == "P\n\nContext from weather:\nLisbon: 21 degrees, sunny (asked by box-1)"
@@ -69,7 +71,7 @@ async def test_prestart_tools_run_with_the_question_and_their_result_is_context_
 
 async def test_a_failing_prestart_tool_gives_the_model_its_error_and_the_turn_goes_on() -> None:
     async with ScriptedLlm([Script(["I do not know that city."])]) as llm:
-        brain = CloudBrain(local(), [provider("a", llm.url)], tools=TOOLS, prestart=[("weather", {"city": "{{question}}"})])
+        brain = CloudBrain(local(), [provider("a", llm.url)], tools=TOOLS, prestart=[PrestartToolConfig(tool="weather", arguments={"city": "{{question}}"})])
         assert await collect(brain.reply("Atlantis", CTX)) == ["I do not know that city."]
         assert "error: LookupError: no such city" in llm.requests[0]["messages"][0]["content"]
         await brain.close()

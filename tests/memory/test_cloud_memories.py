@@ -61,3 +61,39 @@ async def test_the_llm_can_search_the_memory_with_the_memory_search_tool(memory)
         results = [m["content"] for m in llm.requests[1]["messages"] if m["role"] == "tool"]
         assert "128/82" in results[0]
         await brain.close()
+
+
+async def test_after_a_barge_in_the_memory_keeps_only_the_part_of_the_llm_reply_that_was_played(memory) -> None:
+    playing = BrainContext("box-anna", CTX.now, reports_playback=True)
+    async with ScriptedLlm([Script(["Once upon a time. ", "There was a king. ", "The end."]),
+                            Script(["A short one."])]) as llm:
+        remembering = MemoryBrain(local(), memory)
+        brain = CloudBrain(local(), [LlmProvider(LlmProviderConfig(name="a", base_url=llm.url, model="m"))],
+                           memory=remembering)
+        # The speaker synthesizes ahead of playback: the whole reply is handed over...
+        assert [s async for s in brain.reply("tell me a story", playing)] == [
+            "Once upon a time.", "There was a king.", "The end."]
+        await remembering.drain()
+        assert await memory.recent("anna", 5, types=["conversation"]) == []  # ...but nothing was played yet
+        brain.spoken("box-anna", "Once upon a time.")  # the user barged in during the first sentence
+        # A reply played to the end is remembered whole.
+        assert [s async for s in brain.reply("a short one please", playing)] == ["A short one."]
+        brain.spoken("box-anna", "A short one.")
+        await remembering.drain()
+        turns = sorted(t.content for t in await memory.recent("anna", 5, types=["conversation"]))
+        assert turns == ["User: a short one please\nAssistant: A short one.",
+                         "User: tell me a story\nAssistant: Once upon a time."]
+        await brain.close()
+
+
+async def test_a_reply_interrupted_before_any_of_it_was_played_is_not_remembered(memory) -> None:
+    playing = BrainContext("box-anna", CTX.now, reports_playback=True)
+    async with ScriptedLlm([Script(["Once upon a time."])]) as llm:
+        remembering = MemoryBrain(local(), memory)
+        brain = CloudBrain(local(), [LlmProvider(LlmProviderConfig(name="a", base_url=llm.url, model="m"))],
+                           memory=remembering)
+        assert [s async for s in brain.reply("tell me a story", playing)] == ["Once upon a time."]
+        brain.spoken("box-anna", "")
+        await remembering.drain()
+        assert await memory.recent("anna", 5, types=["conversation"]) == []
+        await brain.close()
