@@ -97,3 +97,50 @@ async def test_a_reply_interrupted_before_any_of_it_was_played_is_not_remembered
         await remembering.drain()
         assert await memory.recent("anna", 5, types=["conversation"]) == []
         await brain.close()
+
+
+async def test_in_a_running_gateway_a_barge_in_leaves_only_the_played_sentences_in_the_memory(
+        tmp_path, runner, embedder) -> None:
+    import asyncio
+
+    from firmware_protocol import AudioChunk, Hello, ReplyText, TextInput, Welcome
+    from gateway.app import Gateway
+    from gateway.brain.factory import drain_brain
+    from gateway.config import parse_config
+    from gateway.links.memory import MemoryLink
+    from gateway.memory.service import MemoryService
+    from tests.conftest import ROOT
+
+    story = ["Once upon a time there was a small robot. ", "It lived in a big house with many rooms. ",
+             "Every day it cleaned all the floors. ", "And then it went to sleep."]
+    async with ScriptedLlm([Script(story), Script(["Then it woke up."])]) as llm:
+        cfg = parse_config({"devices": {"database": str(tmp_path / "gw.db")},
+                            "memory": {"path": str(tmp_path / "memory.db"), "users": {"box-anna": "anna"}},
+                            "brain": {"providers": [{"name": "scripted", "base_url": llm.url, "model": "m"}]}}, ROOT)
+        memory = MemoryService(cfg.path(cfg.memory.path), lambda: embedder, users=cfg.memory.users)
+        link = MemoryLink()
+        gateway = Gateway(cfg, runner, [link], memory=memory)
+        ready = asyncio.Event()
+        task = asyncio.create_task(gateway.serve(ready))
+        try:
+            await asyncio.wait_for(ready.wait(), 10)
+            dev = link.connect()
+            await dev.send(Hello(device_id="box-anna"))
+            assert isinstance(await asyncio.wait_for(dev.receive(), 10), Welcome)
+            await dev.send(TextInput(text="tell me a story about a robot"))
+            while not isinstance(await asyncio.wait_for(dev.receive(), 10), AudioChunk):
+                pass
+            await asyncio.wait_for(llm.served.wait(), 10)  # the whole story is with the TTS by now
+            await dev.send(TextInput(text="and what happened next"))  # the user speaks over it
+            while not ((msg := await asyncio.wait_for(dev.receive(), 10)) and isinstance(msg, ReplyText)
+                       and msg.final and msg.text == "Then it woke up."):
+                pass
+            await drain_brain(gateway.brain)
+            turns = {t.content for t in await memory.recent("anna", 5, types=["conversation"])}
+            played = {f"User: tell me a story about a robot\nAssistant: {story[0].strip()}",
+                      f"User: tell me a story about a robot\nAssistant: {(story[0] + story[1]).strip()}"}
+            assert len(turns & played) == 1, turns
+            assert "User: and what happened next\nAssistant: Then it woke up." in turns
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
