@@ -220,6 +220,23 @@ def _disk(cfg: GatewayConfig) -> Iterator[Check]:
         yield Check(OK, text)
 
 
+def _mcp_servers(cfg: GatewayConfig) -> Iterator[Check]:
+    """Each external MCP server of brain.mcp_servers, connected once; the gateway runs without them."""
+    if not cfg.brain.mcp_servers:
+        return
+    import asyncio
+
+    from gateway.mcp_server.client import probe  # imports the mcp SDK only when servers are configured
+
+    for server in cfg.brain.mcp_servers:
+        tools, why = asyncio.run(probe(server))
+        if why is None:
+            yield Check(OK, f"MCP server {server.name}: tools {', '.join(tools) or '(none)'}")
+        else:
+            yield Check(WARN, f"MCP server {server.name}: not reachable: {why}",
+                        "fix its command / url / headers in brain.mcp_servers, or start that server")
+
+
 def run_doctor(cfg: GatewayConfig, out: Callable[[str], None] = print) -> int:
     """Run every check, print one line each; returns 1 if any check FAILed, else 0."""
     checks: list[Check] = [*_python()]
@@ -232,7 +249,7 @@ def run_doctor(cfg: GatewayConfig, out: Callable[[str], None] = print) -> int:
         model_checks, ready = _models(cfg, store)
         checks.extend(model_checks)
         checks.extend(_engines(cfg, store, ready))
-    for part in (_port(cfg), _sqlite(), _libraries(), _espeak(), _disk(cfg)):
+    for part in (_port(cfg), _sqlite(), _libraries(), _espeak(), _disk(cfg), _mcp_servers(cfg)):
         checks.extend(part)
     for c in checks:
         out(f"{c.status:<4} {c.what}")

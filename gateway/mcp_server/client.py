@@ -212,6 +212,21 @@ class McpClients:
                 tg.create_task(server.run(), name=f"mcp-client-{server.name}")
 
 
+async def probe(cfg: McpServerConfig) -> tuple[list[str], str | None]:
+    """Connect once (for `gateway doctor`): (the tool names the LLM would see, None) or ([], why not)."""
+    server = McpServerTools(cfg, backoff_s=(CONNECT_TIMEOUT_S,))
+    tasks = [asyncio.create_task(server.run()), asyncio.create_task(server.connected.wait()),
+             asyncio.create_task(server.attempt_failed.wait())]
+    try:  # bounded: an attempt ends after max(timeout_s, CONNECT_TIMEOUT_S) at the latest
+        await asyncio.wait(tasks[1:], return_when=asyncio.FIRST_COMPLETED)
+        connected = server.connected.is_set()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return ([t.name for t in server.tools()], None) if connected else ([], server._reason)
+
+
 async def _relay(source: Any, sink: Any) -> None:
     """Forward the transport's messages to the session; return when the server is gone."""
     async with sink:

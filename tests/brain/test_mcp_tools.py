@@ -277,3 +277,16 @@ def test_two_mcp_servers_with_one_name_are_refused() -> None:
 def test_without_an_llm_no_mcp_server_is_started() -> None:
     cfg = parse_config({"brain": {"mcp_servers": [{"name": "weather", "command": WEATHER}]}})
     assert build_mcp_clients(cfg) is None
+
+
+def test_gateway_doctor_reports_each_mcp_server_with_its_tools_or_why_not() -> None:
+    from gateway.doctor import run_doctor
+
+    cfg = parse_config({"brain": {"mcp_servers": [{"name": "weather", "command": WEATHER, "tools": ["forecast"]},
+                                                  {"name": "ghost", "command": ["/nonexistent/mcp-ghost"]}]}}, ROOT)
+    lines: list[str] = []
+    run_doctor(cfg, lines.append)
+    assert "OK   MCP server weather: tools weather__forecast" in lines
+    ghost = lines.index("WARN MCP server ghost: not reachable: FileNotFoundError: [Errno 2] No such file or "
+                        "directory: '/nonexistent/mcp-ghost'")
+    assert lines[ghost + 1] == "     -> fix its command / url / headers in brain.mcp_servers, or start that server"
