@@ -134,6 +134,12 @@ def _cmd_doctor(args: argparse.Namespace, cfg: GatewayConfig) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace, cfg: GatewayConfig) -> int:
+    if args.llm:
+        from gateway.bench_llm import run_bench_llm
+
+        if args.no_speculate:  # for comparison: the brain is asked only after the endpoint
+            cfg = cfg.model_copy(update={"brain": cfg.brain.model_copy(update={"speculate": False})})
+        return run_bench_llm(cfg, args.utterances, args.llm_first_sentence_ms, args.json)
     from gateway.bench import run_bench
 
     return run_bench(cfg, utterances=args.utterances, as_json=args.json)
@@ -198,6 +204,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", parents=[common], help="measure latency and real-time factors (prints medians and p95)")
     bench.add_argument("--utterances", type=int, default=20, help="how many utterances (default 20)")
     bench.add_argument("--json", action="store_true", help="print the figures as JSON")
+    bench.add_argument("--llm", action="store_true", help="answer with an LLM brain (a scripted OpenAI-compatible "
+                       "server on 127.0.0.1): end of speech -> first audio vs the LLM's own first-sentence latency")
+    bench.add_argument("--llm-first-sentence-ms", type=float, default=300.0, metavar="MS",
+                       help="with --llm: the scripted model's first-sentence latency (default 300)")
+    bench.add_argument("--no-speculate", action="store_true",
+                       help="with --llm: ask the LLM only after the endpoint (brain.speculate off), for comparison")
     bench.set_defaults(func=_cmd_bench)
 
     from gateway.cli_devices import add_devices_parsers

@@ -188,6 +188,7 @@ class BrainConfig(_Section):
     )
     history_tokens: int = Field(1500, ge=0, le=100_000)
     split: Literal["sentence", "clause"] = "sentence"
+    speculate: bool = True  # ask the LLM on the speculative transcript, before the endpoint
     prestart: tuple[PrestartToolConfig, ...] = ()
     route: Literal["local_first", "llm_first", "local_only"] = "local_first"
     interrupted_reply: str = Field("Sorry, I lost the connection.", min_length=1, max_length=300)

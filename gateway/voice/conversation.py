@@ -3,7 +3,10 @@
 Timeline of a turn (the latency trick): when trailing silence starts (SPECULATE), the utterance is
 decoded right away on the ASR thread while the endpointer keeps counting silence. If the user
 resumes, that result is dropped; if the endpoint is confirmed, the transcript is usually ready
-already, so the reply starts within a TTS call of the endpoint decision.
+already, so the reply starts within a TTS call of the endpoint decision. With a brain that can
+withdraw a turn (the LLM brain) and `brain.speculate` on, the brain is asked on that speculative
+transcript too, so an LLM's first sentence is often there by the endpoint
+(gateway/voice/speculation.py); a resumed utterance withdraws that reply and cancels its request.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from gateway.errors import GatewayError
 from gateway.voice.brain import Brain, BrainContext, split_sentences
 from gateway.voice.endpointing import Endpointer, Event
 from gateway.voice.listener import Listener
+from gateway.voice.speculation import SpeculativeReply, speculates
 from gateway.voice.speaker import Playback, SentenceHook, Speaker
 
 log = logging.getLogger(__name__)
@@ -42,6 +46,8 @@ class TurnMetrics:
     asr_ms: float = 0.0  # decode compute time
     asr_after_endpoint_ms: float = 0.0  # how long the turn waited for ASR after the endpoint
     speculative: bool = False  # transcript came from the speculative decode
+    speculative_reply: bool = False  # the brain was asked before the endpoint (gateway/voice/speculation.py)
+    first_sentence_after_endpoint_ms: float = 0.0  # when the brain's first sentence was there (0: before)
     brain_ms: float = 0.0
     first_tts_ms: float = 0.0
     endpoint_to_first_audio_ms: float = 0.0
@@ -54,6 +60,7 @@ class TurnMetrics:
 class _Decode:
     task: asyncio.Task[tuple[str, float]]
     started: float = field(default_factory=time.monotonic)
+    reply: SpeculativeReply | None = None  # the brain asked on the speculative transcript
 
 
 class Conversation:
@@ -89,6 +96,7 @@ class Conversation:
         self._speaker = Speaker(runner, send, audio_out, cfg.audio.chunk_ms, cfg.audio.prebuffer_ms,
                                 on_sentence=on_sentence)
         self._spec: _Decode | None = None
+        self._speculate_reply = cfg.brain.speculate and speculates(brain)
         self._turn: asyncio.Task[None] | None = None
         self._play: Playback | None = None
 
@@ -103,7 +111,7 @@ class Conversation:
         audio = self._listener.utterance_audio()
         if self._listener.force_endpoint() and audio.size:
             await self._send(VadEvent(event=VadEvent.SPEECH_END, audio_ms=int(self._listener.position_ms)))
-            self._spec = None
+            await self._drop_speculation()
             self._listener.end_utterance()
             self._start_turn(self._decode(audio), TurnMetrics(self.device_id, utterance_ms=1000 * audio.size / 16000))
 
@@ -151,6 +159,7 @@ class Conversation:
             self._turn.cancel()
         if self._spec is not None:
             self._spec.task.cancel()
+            await self._drop_speculation()
 
     # ---- listening ----------------------------------------------------------------------
     async def _on_event(self, event: Event, audio_ms: float) -> None:
@@ -159,9 +168,14 @@ class Conversation:
             if self._cfg.vad.barge_in:
                 await self.interrupt("the user started speaking")
         elif event is Event.SPECULATE:
-            self._spec = _Decode(self._decode(self._listener.utterance_audio()))
+            decode = self._decode(self._listener.utterance_audio())
+            reply = None
+            if self._speculate_reply:
+                ctx = BrainContext(self.device_id, datetime.now().astimezone(), reports_playback=True)
+                reply = SpeculativeReply(self._brain, ctx, decode)
+            self._spec = _Decode(decode, reply=reply)
         elif event is Event.RESUMED:
-            self._spec = None  # stale: the decode finishes on its thread and is ignored
+            await self._drop_speculation()  # stale: the decode finishes on its thread and is ignored
         elif event is Event.ENDPOINT:
             await self._send(VadEvent(event=VadEvent.SPEECH_END, audio_ms=int(audio_ms)))
             audio = self._listener.utterance_audio()
@@ -171,12 +185,18 @@ class Conversation:
                 utterance_ms=1000 * audio.size / 16000,
                 endpoint_wait_ms=float(self._cfg.vad.trailing_silence_ms),
             )
+            reply = None
             if self._spec is not None:
-                decode, metrics.speculative = self._spec.task, True
+                decode, metrics.speculative, reply = self._spec.task, True, self._spec.reply
             else:
                 decode = self._decode(audio)
             self._spec = None
-            self._start_turn(decode, metrics)
+            self._start_turn(decode, metrics, reply)
+
+    async def _drop_speculation(self) -> None:
+        spec, self._spec = self._spec, None
+        if spec is not None and spec.reply is not None:
+            await spec.reply.withdraw()
 
     def _decode(self, audio: np.ndarray) -> asyncio.Task[tuple[str, float]]:
         async def run() -> tuple[str, float]:
@@ -187,11 +207,13 @@ class Conversation:
         return asyncio.create_task(run())
 
     # ---- replying -----------------------------------------------------------------------
-    def _start_turn(self, decode: asyncio.Task[tuple[str, float]], metrics: TurnMetrics) -> None:
+    def _start_turn(self, decode: asyncio.Task[tuple[str, float]], metrics: TurnMetrics,
+                    reply: SpeculativeReply | None = None) -> None:
         self._play = Playback()
-        self._turn = asyncio.create_task(self._run_turn(decode, metrics, self._play))
+        self._turn = asyncio.create_task(self._run_turn(decode, metrics, self._play, reply))
 
-    async def _run_turn(self, decode: asyncio.Task[tuple[str, float]], m: TurnMetrics, play: Playback) -> None:
+    async def _run_turn(self, decode: asyncio.Task[tuple[str, float]], m: TurnMetrics, play: Playback,
+                        reply: SpeculativeReply | None = None) -> None:
         endpoint_at = time.monotonic()
         try:
             text, m.asr_ms = await decode
@@ -202,11 +224,19 @@ class Conversation:
                 log.info("%s (%s): heard speech but no words", self._peer, self.device_id)
                 return
             brain_started = time.monotonic()
-            sentences = self._brain.reply(text, BrainContext(self.device_id, datetime.now().astimezone(),
-                                                             reports_playback=True))
+            if reply is not None:  # asked before the endpoint: its first sentence may be there already
+                m.speculative_reply = True
+                sentences = reply.sentences()
+            else:
+                sentences = self._brain.reply(text, BrainContext(self.device_id, datetime.now().astimezone(),
+                                                                 reports_playback=True))
             first: list[float] = []
-            await self._speaker.speak(self._mark_first(sentences, first, brain_started), play)
-            m.brain_ms = first[0] if first else 0.0
+            await self._speaker.speak(self._mark_first(sentences, first), play)
+            if first and reply is not None and reply.started is not None and reply.first_at is not None:
+                brain_started, first[:1] = reply.started, [reply.first_at]
+            if first:
+                m.brain_ms = (first[0] - brain_started) * 1000
+                m.first_sentence_after_endpoint_ms = max(0.0, (first[0] - endpoint_at) * 1000)
             m.reply = " ".join(play.sentences_started)
             if (spoken := getattr(self._brain, "spoken", None)) is not None:
                 spoken(self.device_id, m.reply)  # played to the end: the brain may remember it now
@@ -224,6 +254,8 @@ class Conversation:
             log.exception("%s (%s): turn failed", self._peer, self.device_id)
             await self._send(Error(code="internal-error", text=f"the reply failed: {exc}"))
         finally:
+            if reply is not None:
+                await reply.close()  # after a barge-in: the brain's request must not run on
             if play.first_audio_at is not None:
                 m.endpoint_to_first_audio_ms = (play.first_audio_at - endpoint_at) * 1000
             m.first_tts_ms = play.first_tts_ms or 0.0
@@ -231,10 +263,10 @@ class Conversation:
                 self._report(m)
 
     @staticmethod
-    async def _mark_first(sentences: AsyncIterator[str], first: list[float], started: float) -> AsyncIterator[str]:
+    async def _mark_first(sentences: AsyncIterator[str], first: list[float]) -> AsyncIterator[str]:
         async for s in sentences:
             if not first:
-                first.append((time.monotonic() - started) * 1000)
+                first.append(time.monotonic())
             yield s
 
     def _report(self, m: TurnMetrics) -> None:
