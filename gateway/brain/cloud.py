@@ -41,7 +41,7 @@ class CloudBrain:
                  users: Mapping[str, str] | None = None) -> None:
         if route not in ROUTES:
             raise ValueError(f"route must be one of {', '.join(ROUTES)}, not {route!r}")
-        self.tools = tools or Toolbox([])
+        self.tools = tools if tools is not None else Toolbox([])  # may be empty until MCP servers connect
         self.prestart = list(prestart)
         self.local = local
         self.memory = memory

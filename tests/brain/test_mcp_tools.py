@@ -207,9 +207,9 @@ async def test_a_prestart_entry_may_name_an_mcp_tool_with_the_question() -> None
             "prestart": [{"tool": "weather__forecast", "arguments": {"city": "{{question}}"}}]}}, ROOT)
         clients = build_mcp_clients(cfg)
         assert clients is not None
+        brain = build_brain(cfg, None, mcp=clients)  # built before its only tools exist (as in Gateway)
         task = asyncio.create_task(clients.run())
         await asyncio.wait_for(clients.servers["weather"].connected.wait(), 20)
-        brain = build_brain(cfg, None, mcp=clients)
         assert await collect(brain.reply("Bergen", CTX)) == ["Bring an umbrella."]
         assert llm.requests[0]["messages"][0]["content"] == (
             "P\n\nContext from weather__forecast:\nBergen: 18 degrees and light rain tomorrow")
