@@ -267,8 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = load_config(_config_path(args.config))
         logging.getLogger().setLevel(logging.DEBUG if args.verbose else cfg.logging.level)
-        if not args.verbose:  # the embedded broker's state machine logs every transition at INFO
-            for noisy in ("transitions", "amqtt"):
+        if not args.verbose:  # the embedded broker's state machine logs every transition at INFO,
+            for noisy in ("transitions", "amqtt", "mcp.client"):  # the MCP SDK client each session id
                 logging.getLogger(noisy).setLevel(logging.WARNING)
         return args.func(args, cfg)
     except GatewayError as exc:
