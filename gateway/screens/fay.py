@@ -4,7 +4,8 @@ Per spoken sentence: `{"Topic": "human", "Data": {"Key": "audio", "Value", "Http
 "Time", "Type", "IsFirst", "IsEnd", "Lips": [{"Lip", "Time"}], "Sentiment", "Action"},
 "Username"}` so existing Fay avatar clients can point at the gateway. Extra keys (`StreamId`,
 `Mouth`) are for our own page; Fay clients ignore them. Transcripts and the end of a reply come
-as `Key` `transcript` / `reply_end` (no audio).
+as `Key` `transcript` / `reply_end` (no audio); a memory rule's alert as `Key` `alert` (shown
+even when no device of the user could speak it).
 """
 
 from __future__ import annotations
@@ -42,6 +43,12 @@ def text_message(device_id: str, key: str, text: str, *, is_end: bool = False) -
     if is_end:
         data["IsEnd"] = 1
     return {"Topic": "human", "Data": data, "Username": device_id}
+
+
+def alert_message(user_id: str, devices: tuple[str, ...], text: str, severity: str, at: float) -> dict[str, Any]:
+    """An alert for the screens of `devices` (all screens when empty); `Username` is the person."""
+    data = {"Key": "alert", "Text": text, "Type": TYPE_REPLY, "Severity": severity, "At": at, "Devices": list(devices)}
+    return {"Topic": "human", "Data": data, "Username": user_id}
 
 
 def for_screen(message: dict[str, Any], host: str, scheme: str = "http") -> dict[str, Any]:

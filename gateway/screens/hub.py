@@ -22,7 +22,8 @@ from gateway.bus import EventBus
 from gateway.expression.service import DeviceSaid, SentenceExpressed
 from gateway.links.base import LinkClosed
 from gateway.links.web import TextSocket
-from gateway.screens.fay import for_screen, sentence_message, text_message
+from gateway.memory.events import Alert
+from gateway.screens.fay import alert_message, for_screen, sentence_message, text_message
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +47,14 @@ class _Screen:
         self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize)
         self.dropped = 0
 
+    def wants(self, message: dict[str, Any]) -> bool:
+        if self.device in (ALL, message.get("Username")):
+            return True
+        devices = message["Data"].get("Devices") if message.get("Topic") == "human" else None
+        return devices is not None and (not devices or self.device in devices)  # an alert: its devices
+
     def offer(self, message: dict[str, Any]) -> None:
-        if self.device not in (ALL, message.get("Username")):
+        if not self.wants(message):
             return
         if self.queue.full():
             self.queue.get_nowait()
@@ -96,9 +103,11 @@ class ScreenHub:
                 self.publish(text_message(event.device_id, "transcript", msg.text))
             elif isinstance(msg, ReplyText):
                 self.publish(text_message(event.device_id, "reply_end", msg.text, is_end=True))
+        elif isinstance(event, Alert):
+            self.publish(alert_message(event.user_id, event.devices, event.text, event.severity, event.at))
 
     async def consume(self, bus: EventBus) -> None:
-        sub = bus.subscribe(SentenceExpressed, DeviceSaid, name="screens")
+        sub = bus.subscribe(SentenceExpressed, DeviceSaid, Alert, name="screens")
         try:
             async for event in sub:
                 self.on_event(event)
@@ -112,7 +121,12 @@ class ScreenHub:
         reader = asyncio.create_task(self._read(screen))
         try:
             while True:
-                message = await screen.queue.get()
+                getter = asyncio.ensure_future(screen.queue.get())
+                await asyncio.wait((getter, reader), return_when=asyncio.FIRST_COMPLETED)
+                if not getter.done():  # the screen went away while nothing was queued for it
+                    getter.cancel()
+                    raise LinkClosed("screen closed")
+                message = getter.result()
                 await sock.send(json.dumps(for_screen(message, sock.host, self.scheme), ensure_ascii=False))
                 self.sent += 1
         except LinkClosed:
