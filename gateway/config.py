@@ -129,6 +129,7 @@ class LlmProviderConfig(_Section):
     total_timeout_s: float = Field(30.0, gt=0, le=600)
     max_tokens: int = Field(300, ge=1, le=8192)
     stall_timeout_s: float = Field(1.0, gt=0, le=60)  # longest silence once the reply streams (a pulled network)
+    cooldown_s: float = Field(30.0, ge=0, le=3600)  # skipped this long after a network failure (0 = never)
 
 
 class PrestartToolConfig(_Section):

@@ -2,7 +2,8 @@
 
 Implements the `Brain` protocol. `local_first`: the reply table / memory answer when they can, else
 the LLM; `llm_first`: every question goes to the LLM and the reply table / memory answer only when
-every provider failed. The LLM reply streams through the pipeline stages and each sentence is
+every provider failed (the memory's write side, e.g. remembering "my name is Anna", still runs for
+every turn that was not withdrawn). The LLM reply streams through the pipeline stages and each sentence is
 yielded as soon as it is complete (see `gateway.brain.fallback`); a reply cut after part of it was
 said ends with `interrupted_reply`. The history is kept per user (`memory.users`; an unmapped device
 has its own), within a token budget, with the turn's tool exchanges. A caller that plays the reply
@@ -89,8 +90,11 @@ class CloudBrain:
             if self._withdrawn.get(ctx.device_id) == utterance:
                 del self._withdrawn[ctx.device_id]
                 self._forget(turn, ctx.device_id)
-            elif not ctx.reports_playback:
-                self._remember(utterance, " ".join(said), ctx.device_id)
+            else:
+                if self.route == "llm_first" and self.memory is not None:
+                    self.memory.capture_later(utterance, ctx.device_id)  # the memory did not answer
+                if not ctx.reports_playback:
+                    self._remember(utterance, " ".join(said), ctx.device_id)
 
     def withdraw(self, device_id: str, utterance: str) -> None:
         """The reply to `utterance`, asked on a speculative transcript, was abandoned before any of it
@@ -120,8 +124,8 @@ class CloudBrain:
             self.memory.keep_turn(utterance, reply, device_id)
 
     async def _local_answer(self, utterance: str, ctx: BrainContext) -> str | None:
-        if self.memory is not None:
-            text = await self.memory.answer(utterance, ctx)
+        if self.memory is not None:  # llm_first: the introduction is remembered when the turn ends
+            text = await self.memory.answer(utterance, ctx, capture=self.route == "local_first")
             return None if text == self.local.fallback else text
         return self.local.try_answer(utterance, ctx)
 

@@ -5,6 +5,8 @@ anything speakable was said is logged with its name and the reason, and the next
 part of a reply was said no other provider is tried (it would repeat it): `ProvidersFailed` with
 `spoke=True` lets the caller close the reply locally. Each provider's turn runs a bounded tool
 loop; the tool exchanges it made are appended to the caller's `exchanges` (for the history).
+A provider whose last failure was a network one is skipped while it cools down (see
+`gateway.brain.cooldown`): the next provider, or the local brain, answers without waiting.
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ async def ask_providers(providers: Sequence[LlmProvider], messages: list[dict[st
     mark = len(exchanges)
     reasons: list[str] = []
     for provider in providers:
+        if (left := provider.cooldown.remaining()) > 0:
+            reasons.append(f"{provider.name}: cooling down ({left:.1f} s left)")
+            continue
         del exchanges[mark:]  # a failed provider's tool exchanges are not part of the conversation
         divider = SentenceDivider(clauses=clauses)
         spoke = False
@@ -68,6 +73,8 @@ async def ask_providers(providers: Sequence[LlmProvider], messages: list[dict[st
                     yield text
         except ProviderFailed as exc:
             log.warning("brain: provider %s failed for %s: %s", exc.provider, device_id, exc.reason)
+            if exc.network:
+                provider.cooldown.failed(exc.reason)
             if spoke:
                 raise ProvidersFailed(True, f"{exc.provider}: {exc.reason}") from None
             reasons.append(f"{exc.provider}: {exc.reason}")

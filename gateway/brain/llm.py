@@ -10,16 +10,19 @@ from typing import Any
 
 import openai
 
+from gateway.brain.cooldown import Cooldown
 from gateway.config import LlmProviderConfig
 
 
 class ProviderFailed(Exception):
-    """A provider could not answer: `reason` is short and loggable (never contains the key)."""
+    """A provider could not answer: `reason` is short and loggable (never contains the key).
+    `network`: a timeout, a failed or lost connection, a stall (puts the provider on cool-down)."""
 
-    def __init__(self, provider: str, reason: str) -> None:
+    def __init__(self, provider: str, reason: str, network: bool = False) -> None:
         super().__init__(f"{provider}: {reason}")
         self.provider = provider
         self.reason = reason
+        self.network = network
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,7 @@ class LlmProvider:
     def __init__(self, cfg: LlmProviderConfig) -> None:
         self.cfg = cfg
         self.name = cfg.name
+        self.cooldown = Cooldown(cfg.name, cfg.cooldown_s)  # skipped for a while after a network failure
         self._client = openai.AsyncOpenAI(
             base_url=cfg.base_url, api_key=cfg.api_key or "none", max_retries=0,
             timeout=openai.Timeout(cfg.total_timeout_s, connect=min(cfg.first_token_timeout_s, 5.0)),
@@ -65,6 +69,7 @@ class LlmProvider:
             if first is None:
                 raise ProviderFailed(self.name, "empty reply")
             started = True
+            self.cooldown.answered()
             yield first
             while True:  # each chunk within stall_timeout_s (a pulled network), all within total_timeout_s
                 gap = min(self.cfg.stall_timeout_s, deadline - time.monotonic())
@@ -77,11 +82,12 @@ class LlmProvider:
         except TimeoutError:
             raise ProviderFailed(self.name, ("timeout (reply too slow)" if not stalled else
                                              f"stalled (nothing for {self.cfg.stall_timeout_s:g} s)")
-                                 if started else "timeout (no first token)") from None
+                                 if started else "timeout (no first token)", network=stalled or not started) from None
         except openai.APIStatusError as exc:
             raise ProviderFailed(self.name, f"HTTP {exc.status_code}") from None
         except openai.APIConnectionError as exc:
-            raise ProviderFailed(self.name, f"connection {'lost' if started else 'failed'}: {type(exc).__name__}") from None
+            raise ProviderFailed(self.name, f"connection {'lost' if started else 'failed'}: {type(exc).__name__}",
+                                 network=True) from None
         except (openai.OpenAIError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ProviderFailed(self.name, f"bad response: {type(exc).__name__}: {exc}"[:200]) from None
         finally:

@@ -7,7 +7,10 @@ Implements the `Brain` protocol around `LocalBrain` (its signatures are unchange
    the time window said (this morning, today, tonight, yesterday; else the latest);
 4. else the reply table; else a clearly relevant memory ("I remember: ..."); else the fallback.
 Every turn (utterance + reply) is written as a conversation node, in the background, so the
-reply is never delayed by the write.
+reply is never delayed by the write. A caller that plays the reply (`ctx.reports_playback`) reports
+what was actually played with `spoken()`: only that is written (nothing when nothing was played).
+When another brain answers the turn (CloudBrain, `brain.route: llm_first`), `capture_later` still
+does the write side of step 1.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from datetime import datetime, timedelta
+from typing import Any
 
 from gateway.memory.errors import MemoryError_
 from gateway.memory.service import MemoryService
@@ -32,6 +36,10 @@ _ASK_READING = re.compile(
 _WINDOWS = (("this morning", 0, 12, 0), ("this afternoon", 12, 18, 0), ("tonight", 17, 24, 0),
             ("this evening", 17, 24, 0), ("yesterday", 0, 24, 1), ("today", 0, 24, 0))
 RECALL_MIN_RELEVANCE = 0.55
+
+
+def _name_of(introduction: re.Match[str]) -> str:
+    return introduction.group("name").strip("'’").capitalize()
 
 
 def _window(utterance: str, now: datetime) -> tuple[str, float, float] | None:
@@ -58,16 +66,36 @@ class MemoryBrain:
         self.local = local
         self.memory = memory
         self._writes: set[asyncio.Task] = set()
+        self._unplayed: dict[str, str] = {}  # device id -> the utterance whose reply waits for `spoken()`
 
     async def reply(self, utterance: str, ctx: BrainContext) -> AsyncIterator[str]:
         text = await self.answer(utterance, ctx)
-        self.keep_turn(utterance, text, ctx.device_id)
+        if ctx.reports_playback:
+            self._unplayed[ctx.device_id] = utterance
+        else:
+            self.keep_turn(utterance, text, ctx.device_id)
         for sentence in split_sentences(text):
             yield sentence
 
+    def spoken(self, device_id: str, text: str) -> None:
+        """What was actually played of the device's last reply (after it ended or was interrupted):
+        the turn is remembered with only that."""
+        utterance = self._unplayed.pop(device_id, None)
+        if utterance is not None and text:
+            self.keep_turn(utterance, text, device_id)
+
     def keep_turn(self, utterance: str, reply: str, device_id: str) -> None:
         """Write the turn to memory in the background (the reply is never delayed by it)."""
-        task = asyncio.create_task(self._remember_turn(utterance, reply, device_id))
+        self._background(self._remember_turn(utterance, reply, device_id))
+
+    def capture_later(self, utterance: str, device_id: str) -> None:
+        """The write side of `answer` without its answer (another brain answered the turn): an
+        introduction ("my name is Anna") is remembered, in the background."""
+        if m := _INTRODUCE.search(utterance):
+            self._background(self._remember_name_logged(_name_of(m), device_id))
+
+    def _background(self, write: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(write)
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
 
@@ -82,13 +110,24 @@ class MemoryBrain:
         except MemoryError_ as exc:
             log.warning("memory: turn of %s not remembered: %s: %s", device_id, exc.code, exc.text)
 
-    async def answer(self, utterance: str, ctx: BrainContext) -> str:
-        """The whole reply text, using the memory of the device's user."""
+    async def _remember_name(self, name: str, device_id: str) -> None:
+        await self.memory.remember(self.memory.user_for(device_id), f"The user's name is {name}.", kind="fact",
+                                   source=device_id, persistent=True, extra_tags=["profile:name"], importance=8)
+
+    async def _remember_name_logged(self, name: str, device_id: str) -> None:
+        try:
+            await self._remember_name(name, device_id)
+        except MemoryError_ as exc:
+            log.warning("memory: the name of %s's user not remembered: %s: %s", device_id, exc.code, exc.text)
+
+    async def answer(self, utterance: str, ctx: BrainContext, *, capture: bool = True) -> str:
+        """The whole reply text, using the memory of the device's user. `capture=False`: without the
+        write side (an introduction is not remembered; the caller does it with `capture_later`)."""
         user = self.memory.user_for(ctx.device_id)
         if m := _INTRODUCE.search(utterance):
-            name = m.group("name").strip("'’").capitalize()
-            await self.memory.remember(user, f"The user's name is {name}.", kind="fact", source=ctx.device_id,
-                                       persistent=True, extra_tags=["profile:name"], importance=8)
+            name = _name_of(m)
+            if capture:
+                await self._remember_name(name, ctx.device_id)
             return self.local.try_answer(utterance, ctx) or f"Nice to meet you, {name}. I will remember that."
         if _ASK_NAME.search(utterance):
             facts = await self.memory.recent(user, 1, all_of=["profile:name"])

@@ -19,9 +19,9 @@ from tests.brain.test_cloud_brain import CTX, FALLBACK, collect, local
 CLOSING = "Sorry, I lost the connection."
 
 
-def provider(url: str) -> LlmProvider:
+def provider(url: str, cooldown_s: float = 30.0) -> LlmProvider:
     return LlmProvider(LlmProviderConfig(name="cloud", base_url=url, model="m", first_token_timeout_s=0.5,
-                                         stall_timeout_s=0.5, total_timeout_s=10))
+                                         stall_timeout_s=0.5, total_timeout_s=10, cooldown_s=cooldown_s))
 
 
 def port_of(llm: ScriptedLlm) -> int:
@@ -85,9 +85,9 @@ async def test_a_server_that_drops_the_connection_mid_reply_is_not_taken_for_a_f
         await brain.close()
 
 
-async def test_when_the_network_comes_back_the_llm_answers_again() -> None:
+async def test_with_the_cool_down_off_the_llm_answers_again_on_the_first_turn_after_the_network_is_back() -> None:
     async with ScriptedLlm([Script(["Back online."])]) as llm, CuttableProxy(port_of(llm)) as proxy:
-        brain = CloudBrain(local(), [provider(proxy.url)])
+        brain = CloudBrain(local(), [provider(proxy.url, cooldown_s=0)])
         proxy.blackhole()
         assert " ".join(await collect(brain.reply("explain quantum physics", CTX))) == FALLBACK
         proxy.heal()
