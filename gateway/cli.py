@@ -205,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--utterances", type=int, default=20, help="how many utterances (default 20)")
     bench.add_argument("--json", action="store_true", help="print the figures as JSON")
     bench.add_argument("--llm", action="store_true", help="answer with an LLM brain (a scripted OpenAI-compatible "
-                       "server on 127.0.0.1): end of speech -> first audio vs the LLM's own first-sentence latency")
+                       "server on 127.0.0.1): endpoint -> first reply audio vs the LLM's own first-sentence latency")
     bench.add_argument("--llm-first-sentence-ms", type=float, default=300.0, metavar="MS",
                        help="with --llm: the scripted model's first-sentence latency (default 300)")
     bench.add_argument("--no-speculate", action="store_true",

@@ -87,5 +87,6 @@ class SpeculativeReply:
         """Stop fetching and close the brain's reply (its LLM request is cancelled); idempotent."""
         self._first.cancel()
         await asyncio.gather(self._first, return_exceptions=True)
-        if self._gen is not None:
+        # Still running in the speaker's task (a barge-in cancelled it): that task unwinds it.
+        if self._gen is not None and not self._gen.ag_running:  # type: ignore[attr-defined]
             await self._gen.aclose()  # type: ignore[attr-defined]
