@@ -219,6 +219,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "MQTT CPU per message vs a bare paho loop")
     bl.add_argument("--readings", type=int, default=2000, help="readings per link (default 2000; CoAP sends a fifth)")
     bl.add_argument("--json", action="store_true", help="print the figures as JSON")
+    bl.add_argument("--broker", metavar="HOST:PORT", help="also measure MQTT through this external broker "
+                    "(e.g. a mosquitto; topics bench/...), next to the embedded one")
+    bl.add_argument("--broker-username", help="login for --broker (devices log in as their id)")
+    bl.add_argument("--broker-password", help="password for --broker-username")
     bl.set_defaults(func=_cmd_bench_links)
 
     from gateway.cli_models import add_models_parser
@@ -227,10 +231,6 @@ def build_parser() -> argparse.ArgumentParser:
     from gateway.cli_memory import add_memory_parsers
 
     add_memory_parsers(sub, common)
-    bl.add_argument("--broker", metavar="HOST:PORT", help="also measure MQTT through this external broker "
-                    "(e.g. a mosquitto; topics bench/...), next to the embedded one")
-    bl.add_argument("--broker-username", help="login for --broker (devices log in as their id)")
-    bl.add_argument("--broker-password", help="password for --broker-username")
     models.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS, help="gateway.yaml to use")
     return parser
 
