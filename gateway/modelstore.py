@@ -54,7 +54,7 @@ class ModelFile(_Strict):
     name: str
     role: str
     package_file: str | None = None
-    derive: Literal["moonshine-tokens", "piper-alignment"] | None = None
+    derive: Literal["moonshine-tokens", "moonshine-float-decoder", "piper-alignment"] | None = None
     derived_from: str | None = None
     size: int = Field(ge=0)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
@@ -139,8 +139,15 @@ def _derive_piper_alignment(src: Path) -> tuple[bytes, str]:
     return patched_voice(src)
 
 
+def _derive_moonshine_float_decoder(src: Path) -> tuple[bytes, str]:
+    from gateway.engines.moonshine_fold import float_decoder  # needs onnx: imported only when deriving
+
+    return float_decoder(src)
+
+
 _DERIVERS: dict[str, Callable[[Path], tuple[bytes, str]]] = {
     "moonshine-tokens": _derive_moonshine_tokens,
+    "moonshine-float-decoder": _derive_moonshine_float_decoder,
     "piper-alignment": _derive_piper_alignment,
 }
 

@@ -61,7 +61,9 @@ def load_asr(cfg: GatewayConfig, store: ModelStore, progress: Progress = _quiet)
             return MoonshineAsr(files["encoder"], files["decoder"], files["tokens"], a.num_threads)
         from gateway.engines.moonshine_ort import MoonshineOnnxAsr
 
-        return MoonshineOnnxAsr(files["encoder"], files["decoder"], files["tokens"], a.num_threads)
+        # The decoder with its weights dequantized once, when the manifest derives it (~3.5x faster).
+        decoder = files.get("decoder_float", files["decoder"])
+        return MoonshineOnnxAsr(files["encoder"], decoder, files["tokens"], a.num_threads)
     paths = {k: (cfg.path(p) if p is not None else None)
              for k, p in (("encoder", a.encoder), ("decoder", a.decoder),
                           ("joiner", a.joiner), ("tokens", a.tokens))}

@@ -20,7 +20,8 @@ pytestmark = pytest.mark.models
 @pytest.fixture(scope="module", params=[MoonshineOnnxAsr, MoonshineAsr], ids=["onnxruntime", "sherpa-onnx"])
 def asr(request, prepared_cfg: GatewayConfig) -> MoonshineAsr:
     files = ModelStore(prepared_cfg).files_of("moonshine-base-en")
-    return request.param(files["encoder"], files["decoder"], files["tokens"], num_threads=2)
+    decoder = files["decoder_float"] if request.param is MoonshineOnnxAsr else files["decoder"]
+    return request.param(files["encoder"], decoder, files["tokens"], num_threads=2)
 
 
 def _words(text: str) -> list[str]:
@@ -68,7 +69,8 @@ def test_missing_model_files_are_a_model_error(tmp_path) -> None:
 @pytest.fixture(scope="module")
 def both_engines(prepared_cfg: GatewayConfig) -> tuple[MoonshineOnnxAsr, MoonshineAsr]:
     files = ModelStore(prepared_cfg).files_of("moonshine-base-en")
-    return tuple(cls(files["encoder"], files["decoder"], files["tokens"]) for cls in (MoonshineOnnxAsr, MoonshineAsr))
+    return (MoonshineOnnxAsr(files["encoder"], files["decoder_float"], files["tokens"]),
+            MoonshineAsr(files["encoder"], files["decoder"], files["tokens"]))
 
 
 @pytest.mark.parametrize(
