@@ -58,6 +58,9 @@ class ModelFile(_Strict):
     derived_from: str | None = None
     size: int = Field(ge=0)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    # A derived speed-up the engine can do without: when deriving it gives other bytes (other
+    # library versions), it is skipped with a warning instead of failing the whole model.
+    optional: bool = False
 
     @model_validator(mode="after")
     def _one_origin(self) -> "ModelFile":
@@ -198,7 +201,8 @@ class ModelStore:
             sums = (folder / SUMS_FILE).read_text(encoding="ascii")
         except OSError:
             return False
-        return sums == _sums_text(entry) and all((folder / f.name).exists() for f in entry.files)
+        return sums == _sums_text(entry, folder) and all((folder / f.name).exists() for f in entry.files
+                                                           if not f.optional)
 
     def list(self) -> list[ModelStatus]:
         return [
@@ -216,7 +220,7 @@ class ModelStore:
     def files_of(self, name: str, progress: Progress = _quiet) -> dict[str, Path]:
         """role -> prepared file path (prepares on first use)."""
         folder = self.path_of(name, progress)
-        return {f.role: folder / f.name for f in self.entry(name).files}
+        return {f.role: folder / f.name for f in self.entry(name).files if (folder / f.name).exists() or not f.optional}
 
     # -- preparation -----------------------------------------------------------------------
     def prepare(self, name: str | None = None, progress: Progress = _quiet) -> Path:
@@ -238,7 +242,7 @@ class ModelStore:
                 changed |= self._link(entry, f, package_dir / f.package_file, dest, progress)
             else:
                 changed |= self._derive(entry, f, folder, progress)
-        sums = _sums_text(entry)
+        sums = _sums_text(entry, folder)
         marker = folder / SUMS_FILE
         if changed or not marker.exists() or marker.read_text(encoding="ascii") != sums:
             _atomic_write(marker, sums.encode("ascii"))
@@ -288,6 +292,11 @@ class ModelStore:
         data, summary = _DERIVERS[f.derive](folder / f.derived_from)
         progress(f"preparing {entry.name}: deriving {f.name} ({summary})")
         digest = hashlib.sha256(data).hexdigest()
+        if digest != f.sha256 and f.optional:
+            progress(f"WARNING {entry.name}: derived {f.name} has sha256 {digest[:12]}..., the manifest expects "
+                     f"{f.sha256[:12]}... (other onnx/onnxruntime versions?); not used, the engine runs "
+                     f"without it (slower). To use it: check it, then put its sha256 in {self.manifest_path}")
+            return False
         if digest != f.sha256:
             raise ModelError(
                 f"model {entry.name}: derived {f.name} has sha256 {digest}, the manifest expects "
@@ -316,6 +325,8 @@ class ModelStore:
                 continue
             for f in entry.files:
                 path = folder / f.name
+                if not path.exists() and f.optional:
+                    continue
                 if not path.exists():
                     problems.append(f"{entry.name}/{f.name}: missing")
                     continue
@@ -328,6 +339,7 @@ class ModelStore:
         return problems
 
 
-def _sums_text(entry: ModelEntry) -> str:
-    """SHA256SUMS in `sha256sum -c` format."""
-    return "".join(f"{f.sha256}  {f.name}\n" for f in entry.files)
+def _sums_text(entry: ModelEntry, folder: Path | None = None) -> str:
+    """SHA256SUMS in `sha256sum -c` format (optional files only when they are in `folder`)."""
+    return "".join(f"{f.sha256}  {f.name}\n" for f in entry.files
+                   if not f.optional or folder is None or (folder / f.name).exists())

@@ -141,3 +141,23 @@ def test_cli_prepare_then_verify_exit_zero_and_verify_fails_on_tampering(
     assert run_models(_cli(["models", "verify", "silero-vad"]), cfg) == 1
     assert "FAIL silero-vad/silero_vad.onnx: missing" in capsys.readouterr().out
     assert run_models(_cli(["models", "prepare", "nope"]), cfg) == 1
+
+
+def test_an_optional_derived_file_with_other_bytes_is_skipped_with_a_warning_and_the_model_still_works(
+        tmp_path: Path, make_config, manifest_path) -> None:
+    data = yaml.safe_load(manifest_path.read_text())
+    moonshine = next(m for m in data["models"] if m["name"] == "moonshine-base-en")
+    decoder = next(f for f in moonshine["files"] if f["role"] == "decoder_float")
+    assert decoder["optional"] is True
+    decoder["sha256"] = "0" * 64  # as if another onnxruntime wrote the derived graph differently
+    manifest = tmp_path / "manifest.yaml"
+    manifest.write_text(yaml.safe_dump(data))
+    store = ModelStore(make_config(tmp_path, manifest=manifest))
+    lines: list[str] = []
+    folder = store.prepare("moonshine-base-en", lines.append)
+    assert any(line.startswith("WARNING moonshine-base-en: derived decoder_model_float.onnx") and "not used" in line
+               for line in lines)
+    assert not (folder / "decoder_model_float.onnx").exists()
+    assert store.is_prepared("moonshine-base-en") and store.verify("moonshine-base-en") == []
+    files = store.files_of("moonshine-base-en")
+    assert "decoder_float" not in files and files["decoder"].name == "decoder_model_merged.ort"
