@@ -20,7 +20,7 @@ pytestmark = pytest.mark.models
 @pytest.fixture(scope="module", params=[MoonshineOnnxAsr, MoonshineAsr], ids=["onnxruntime", "sherpa-onnx"])
 def asr(request, prepared_cfg: GatewayConfig) -> MoonshineAsr:
     files = ModelStore(prepared_cfg).files_of("moonshine-base-en")
-    decoder = files["decoder_float"] if request.param is MoonshineOnnxAsr else files["decoder"]
+    decoder = files.get("decoder_float", files["decoder"]) if request.param is MoonshineOnnxAsr else files["decoder"]
     return request.param(files["encoder"], decoder, files["tokens"], num_threads=2)
 
 
@@ -69,7 +69,7 @@ def test_missing_model_files_are_a_model_error(tmp_path) -> None:
 @pytest.fixture(scope="module")
 def both_engines(prepared_cfg: GatewayConfig) -> tuple[MoonshineOnnxAsr, MoonshineAsr]:
     files = ModelStore(prepared_cfg).files_of("moonshine-base-en")
-    return (MoonshineOnnxAsr(files["encoder"], files["decoder_float"], files["tokens"]),
+    return (MoonshineOnnxAsr(files["encoder"], files.get("decoder_float", files["decoder"]), files["tokens"]),
             MoonshineAsr(files["encoder"], files["decoder"], files["tokens"]))
 
 

@@ -36,9 +36,13 @@ def _decoder_outputs(engine: MoonshineOnnxAsr, audio: np.ndarray) -> tuple[str, 
 
 
 def test_the_float_decoder_gives_bit_identical_logits_and_caches_to_the_packaged_one(
-    prepared_cfg: GatewayConfig, speech16k
+    prepared_cfg: GatewayConfig, speech16k, tmp_path
 ) -> None:
     files = ModelStore(prepared_cfg).files_of("moonshine-base-en")
+    if "decoder_float" not in files:  # other onnx/onnxruntime versions than the manifest's: derive it here
+        data, _summary = float_decoder(files["decoder"])
+        files["decoder_float"] = tmp_path / "decoder_model_float.onnx"
+        files["decoder_float"].write_bytes(data)
     assert files["decoder_float"].suffix == ".onnx" and files["decoder"].suffix == ".ort"
     packaged = MoonshineOnnxAsr(files["encoder"], files["decoder"], files["tokens"])
     derived = MoonshineOnnxAsr(files["encoder"], files["decoder_float"], files["tokens"])
@@ -53,9 +57,12 @@ def test_the_float_decoder_gives_bit_identical_logits_and_caches_to_the_packaged
 
 
 def test_the_default_moonshine_engine_runs_the_float_decoder(prepared_cfg: GatewayConfig) -> None:
+    files = ModelStore(prepared_cfg).files_of("moonshine-base-en")
     asr = load_asr(prepared_cfg, ModelStore(prepared_cfg))
     assert isinstance(asr, MoonshineOnnxAsr)
-    assert asr._dec._model_path.endswith("decoder_model_float.onnx")  # noqa: SLF001
+    # the packaged .ort only where the derived decoder was skipped (other onnx/onnxruntime versions)
+    expected = "decoder_model_float.onnx" if "decoder_float" in files else "decoder_model_merged.ort"
+    assert asr._dec._model_path.endswith(expected)  # noqa: SLF001
 
 
 def test_a_model_that_is_not_the_quantized_merged_decoder_is_refused_with_a_model_error(
