@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
 
+from gateway.app import Gateway
 from gateway.engines.minilm_embed import MiniLmEmbedder
+from gateway.links.memory import MemoryLink
 from gateway.config import parse_config
 from gateway.memory.service import MemoryService
 from gateway.modelstore import ModelStore
@@ -56,3 +59,30 @@ async def memory(tmp_path: Path, embedder: SharedEmbedder, clock: FakeClock) -> 
                             "box-ben": "ben"}, clock=clock)
     async with service:
         yield service
+
+
+async def until(dev, kind, timeout: float = 20):
+    """The next `kind` message the device receives (for ReplyText: the closing one)."""
+    async with asyncio.timeout(timeout):
+        while True:
+            msg = await dev.receive()
+            if isinstance(msg, kind) and getattr(msg, "final", True):
+                return msg
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def gateway_with_memory(tmp_path: Path, runner, embedder) -> AsyncIterator[tuple[Gateway, MemoryLink]]:
+    """A running gateway with a memory on an in-memory link; bp-anna and box-anna belong to anna."""
+    cfg = parse_config({"server": {"hello_timeout_s": 2}, "devices": {"database": str(tmp_path / "gw.db")},
+                        "memory": {"path": str(tmp_path / "memory.db"),
+                                   "users": {"bp-anna": "anna", "box-anna": "anna"}}}, ROOT)
+    m = cfg.memory
+    memory = MemoryService(cfg.path(m.path), lambda: embedder, users=m.users, default_user=m.default_user)
+    link = MemoryLink()
+    gateway = Gateway(cfg, runner, [link], memory=memory)
+    ready = asyncio.Event()
+    task = asyncio.create_task(gateway.serve(ready))
+    await asyncio.wait_for(ready.wait(), 10)
+    yield gateway, link
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)

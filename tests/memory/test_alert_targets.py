@@ -7,7 +7,6 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -15,13 +14,11 @@ import pytest_asyncio
 from firmware_protocol import AudioStart, Capability, Hello, Ping, Pong, ReadingAck, ReplyText, SensorReading, Welcome
 from gateway.app import Gateway
 from gateway.bus import EventBus
-from gateway.config import parse_config
 from gateway.devices.registry import SessionRegistry
 from gateway.links.memory import MemoryLink
 from gateway.memory.alerts import speak_alerts
 from gateway.memory.events import Alert
-from gateway.memory.service import MemoryService
-from tests.conftest import ROOT
+from tests.memory.conftest import until
 
 SENSOR_ONLY = Capability.SENSOR
 SCREEN_ONLY = Capability.SCREEN | Capability.TEXT
@@ -102,31 +99,13 @@ async def test_saying_something_on_a_device_without_audio_output_is_refused_with
         await GatewayDevices(registry).say("bp-anna", "hello")
 
 
-async def _until(dev, kind, timeout: float = 20):
-    async with asyncio.timeout(timeout):
-        while True:
-            msg = await dev.receive()
-            if isinstance(msg, kind) and getattr(msg, "final", True):
-                return msg
-
-
 @pytest_asyncio.fixture(loop_scope="session")
-async def gateway_with_memory(tmp_path: Path, runner, embedder) -> AsyncIterator[tuple[Gateway, MemoryLink]]:
-    cfg = parse_config({"server": {"hello_timeout_s": 2}, "devices": {"database": str(tmp_path / "gw.db")},
-                        "memory": {"path": str(tmp_path / "memory.db"),
-                                   "users": {"bp-anna": "anna", "box-anna": "anna"}}}, ROOT)
-    m = cfg.memory
-    memory = MemoryService(cfg.path(m.path), lambda: embedder, users=m.users, default_user=m.default_user)
-    link = MemoryLink()
-    gateway = Gateway(cfg, runner, [link], memory=memory)
-    ready = asyncio.Event()
-    task = asyncio.create_task(gateway.serve(ready))
-    await asyncio.wait_for(ready.wait(), 10)
-    await memory.remember("anna", "Blood pressure above 140/90: tell Anna", kind="rule", persistent=True,
-                          extra_tags=["reading:blood_pressure", "above:140/90"])
-    yield gateway, link
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
+async def gateway_with_memory(gateway_with_memory) -> AsyncIterator[tuple[Gateway, MemoryLink]]:
+    """The shared running gateway, with Anna's blood-pressure rule in her memory."""
+    gateway, _link = gateway_with_memory
+    await gateway.memory.remember("anna", "Blood pressure above 140/90: tell Anna", kind="rule", persistent=True,
+                                  extra_tags=["reading:blood_pressure", "above:140/90"])
+    yield gateway_with_memory
 
 
 def _high(seq: int, systolic: float) -> SensorReading:
@@ -140,16 +119,16 @@ async def test_a_gateway_speaks_a_reading_alert_on_the_voice_box_and_not_on_the_
     alerts = gateway.bus.subscribe(Alert, name="test")
     bp = link.connect()
     await bp.send(Hello(device_id="bp-anna", capabilities=SENSOR_ONLY))
-    await _until(bp, Welcome)
+    await until(bp, Welcome)
     with caplog.at_level(logging.WARNING, logger="gateway.memory.alerts"):
         await bp.send(_high(1, 165))  # only the sensor is connected: nobody can say it
-        await _until(bp, ReadingAck)
+        await until(bp, ReadingAck)
         assert "165 over 95" in (await asyncio.wait_for(alerts.get(), 10)).text
         box = link.connect()
         await box.send(Hello(device_id="box-anna"))
-        await _until(box, Welcome)
+        await until(box, Welcome)
         await bp.send(_high(2, 170))
-        spoken = await _until(box, ReplyText)  # alerts are handled in order: the first one is done
+        spoken = await until(box, ReplyText)  # alerts are handled in order: the first one is done
     assert spoken.text.startswith("Blood pressure above 140/90: tell Anna") and "170 over 95" in spoken.text
     assert "alert for anna not spoken: no device of theirs that can speak is connected (connected without " \
            "audio output: bp-anna); it stays in their memory" in caplog.text

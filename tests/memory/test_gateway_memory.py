@@ -5,47 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from firmware_protocol import Action, Hello, ReadingAck, ReplyText, SensorReading, TextInput, Welcome
-from gateway.app import Gateway
-from gateway.config import parse_config
 from gateway.expression.service import DeviceSaid
-from gateway.links.memory import MemoryLink
 from gateway.mcp_server.devices import GatewayDevices
 from gateway.memory.events import Alert
-from gateway.memory.service import MemoryService
 from gateway.memory.store import Node
-from tests.conftest import ROOT
-
-
-async def _until(dev, kind, timeout: float = 20):
-    async with asyncio.timeout(timeout):
-        while True:
-            msg = await dev.receive()
-            if isinstance(msg, kind) and getattr(msg, "final", True):
-                return msg
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def gateway_with_memory(tmp_path: Path, runner, embedder) -> AsyncIterator[tuple[Gateway, MemoryLink]]:
-    cfg = parse_config({"server": {"hello_timeout_s": 2}, "devices": {"database": str(tmp_path / "gw.db")},
-                        "memory": {"path": str(tmp_path / "memory.db"),
-                                   "users": {"bp-anna": "anna", "box-anna": "anna"}}}, ROOT)
-    m = cfg.memory
-    memory = MemoryService(cfg.path(m.path), lambda: embedder, users=m.users, default_user=m.default_user)
-    link = MemoryLink()
-    gateway = Gateway(cfg, runner, [link], memory=memory)
-    ready = asyncio.Event()
-    task = asyncio.create_task(gateway.serve(ready))
-    await asyncio.wait_for(ready.wait(), 10)
-    yield gateway, link
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
+from tests.memory.conftest import until
 
 
 @pytest.mark.models
@@ -55,21 +23,21 @@ async def test_a_devices_blood_pressure_reading_is_what_the_voice_box_answers_wi
     remembered = gateway.bus.subscribe(Node, name="test")  # the memory publishes each reading it remembers
     bp = link.connect()
     await bp.send(Hello(device_id="bp-anna"))
-    assert isinstance(await _until(bp, Welcome), Welcome)
+    assert isinstance(await until(bp, Welcome), Welcome)
     values = (("systolic", "mmHg", 152.0), ("diastolic", "mmHg", 93.0))
     await bp.send(SensorReading(1, "blood_pressure", int(time.time()) - 60, values))
-    assert isinstance(await _until(bp, ReadingAck), ReadingAck)
+    assert isinstance(await until(bp, ReadingAck), ReadingAck)
     node = await asyncio.wait_for(remembered.get(), 10)
     assert node.user_id == "anna" and "reading:blood_pressure" in node.tags
     box = link.connect()
     await box.send(Hello(device_id="box-anna"))
-    await _until(box, Welcome)
+    await until(box, Welcome)
     await box.send(TextInput(text="My name is Anna"))
-    assert "Anna" in (await _until(box, ReplyText)).text
+    assert "Anna" in (await until(box, ReplyText)).text
     await box.send(TextInput(text="What is my name?"))
-    assert (await _until(box, ReplyText)).text == "Your name is Anna."
+    assert (await until(box, ReplyText)).text == "Your name is Anna."
     await box.send(TextInput(text="What was my last blood pressure reading?"))
-    reply = (await _until(box, ReplyText)).text
+    reply = (await until(box, ReplyText)).text
     assert "blood pressure 152 over 93 mmHg" in reply, reply
     await gateway.brain.drain()
     turns = await gateway.memory.recent("anna", 10, types=["conversation"])
@@ -86,15 +54,15 @@ async def test_a_reading_above_a_rule_threshold_publishes_an_alert_for_the_users
     said = gateway.bus.subscribe(DeviceSaid, name="test-screens")  # what the LAN screens show
     box = link.connect()
     await box.send(Hello(device_id="box-anna"))
-    await _until(box, Welcome)
+    await until(box, Welcome)
     bp = link.connect()
     await bp.send(Hello(device_id="bp-anna"))
-    await _until(bp, Welcome)
+    await until(bp, Welcome)
     await bp.send(SensorReading(5, "blood_pressure", int(time.time()) - 30, (("systolic", "mmHg", 161.0), ("diastolic", "mmHg", 99.0))))
     alert = await asyncio.wait_for(alerts.get(), 10)
     assert alert.user_id == "anna" and set(alert.devices) == {"bp-anna", "box-anna"}
     assert alert.text.endswith("(blood pressure 161 over 99 mmHg)")
-    spoken = await _until(box, ReplyText)  # the voice box says the alert
+    spoken = await until(box, ReplyText)  # the voice box says the alert
     assert spoken.text.startswith("Blood pressure above 140/90: show it and tell Anna")
     async with asyncio.timeout(5):  # ... and the screens get it as that device's reply text
         while not (isinstance((e := await said.get()).message, ReplyText) and e.device_id == "box-anna"):
@@ -109,12 +77,12 @@ async def test_say_and_perform_action_reach_a_connected_device(gateway_with_memo
     gateway, link = gateway_with_memory
     box = link.connect()
     await box.send(Hello(device_id="box-ben"))
-    await _until(box, Welcome)
+    await until(box, Welcome)
     devices = GatewayDevices(gateway.registry)
     await devices.say("box-ben", "Dinner is ready. Come to the kitchen.")
-    assert (await _until(box, ReplyText)).text == "Dinner is ready. Come to the kitchen."
+    assert (await until(box, ReplyText)).text == "Dinner is ready. Come to the kitchen."
     await devices.perform_action("box-ben", "greeting.hello", "wave", "smile", 80)
-    action = await _until(box, Action)
+    action = await until(box, Action)
     assert (action.code, action.behavior, action.affect, action.intensity) == ("greeting.hello", "wave", "smile", 80)
     with pytest.raises(ValueError, match="'attic' is not connected"):
         await devices.say("attic", "hello")
