@@ -39,7 +39,7 @@ from gateway.links.coap import CoapLink
 from gateway.links.mqtt import MqttLink
 from gateway.links.serial_link import SerialLink, SerialPort
 from gateway.links.websocket import WebSocketLink
-from gateway.modelstore import ModelStore
+from gateway.engines.store import ModelStore
 from gateway.voice.conversation import TurnMetrics
 
 log = logging.getLogger(__name__)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.bench import expression_cost, print_figures
-from gateway.bench_llm import measure_llm
+from gateway.cli.bench import expression_cost, print_figures
+from gateway.cli.bench_llm import measure_llm
 
 pytestmark = pytest.mark.models
 

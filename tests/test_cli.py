@@ -62,7 +62,7 @@ def test_simulate_against_gateway_run_prints_the_json_events_and_saves_the_reply
 
 def test_simulate_exits_2_with_a_clear_message_when_nothing_listens(tmp_path):
     wav = tmp_path / "q.wav"
-    from gateway.simulate import write_wav
+    from gateway.cli.virtual_box import write_wav
 
     write_wav(wav, b"\x00\x00" * 1600, 16000)
     res = run_cli("simulate", "--wav", str(wav), "--url", "ws://127.0.0.1:9/ws", "--timeout", "5")

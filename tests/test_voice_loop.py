@@ -11,7 +11,7 @@ from websockets.asyncio.client import connect
 
 from firmware_protocol import AudioFormat, Error, Hello, ReplyText, TextInput, Welcome, decode, encode
 from gateway.audio.pcm import rms_dbfs, s16le_to_float
-from gateway.simulate import simulate
+from gateway.cli.virtual_box import simulate
 from tests.conftest import words
 
 pytestmark = [pytest.mark.models, pytest.mark.asyncio(loop_scope="session")]
@@ -82,7 +82,7 @@ async def test_malformed_frames_get_an_error_and_a_log_line_while_other_devices_
 
 
 async def test_simulate_reports_a_clear_error_when_no_gateway_listens():
-    from gateway.simulate import SimulateError
+    from gateway.cli.virtual_box import SimulateError
 
     with pytest.raises(SimulateError, match="cannot connect"):
         await simulate("ws://127.0.0.1:9/ws", np.zeros(1600, np.float32), 16000, timeout=5)

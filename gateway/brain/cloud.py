@@ -25,8 +25,10 @@ from gateway.brain.llm import LlmProvider, ToolCall
 from gateway.brain.tools import Toolbox
 from gateway.config import PrestartToolConfig
 from gateway.memory.errors import MemoryError_
-from gateway.memory.recall import MemoryBrain
-from gateway.voice.brain import BrainContext, LocalBrain, split_sentences
+from gateway.brain.memory import MemoryBrain
+from gateway.brain.contract import BrainContext
+from gateway.brain.local import LocalBrain
+from gateway.brain.text import split_sentences
 
 log = logging.getLogger(__name__)
 MEMORY_HITS = 3

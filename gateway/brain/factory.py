@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from gateway.memory.recall import MemoryBrain
-from gateway.voice.brain import Brain, LocalBrain
+from gateway.brain.memory import MemoryBrain
+from gateway.brain.contract import Brain
+from gateway.brain.local import LocalBrain
 
 if TYPE_CHECKING:
     from gateway.brain.tools import ToolSource
     from gateway.config import GatewayConfig
-    from gateway.mcp_server.client import McpClients
+    from gateway.brain.mcp_client import McpClients
     from gateway.memory.service import MemoryService
 
 
@@ -20,7 +21,7 @@ def build_mcp_clients(cfg: GatewayConfig) -> McpClients | None:
     Their connections are kept by `McpClients.run()` (Gateway.serve starts it)."""
     if not (cfg.brain.providers and cfg.brain.mcp_servers) or cfg.brain.route == "local_only":
         return None
-    from gateway.mcp_server.client import McpClients  # imports the mcp SDK only when it is used
+    from gateway.brain.mcp_client import McpClients  # imports the mcp SDK only when it is used
 
     return McpClients(cfg.brain.mcp_servers)
 

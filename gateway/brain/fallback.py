@@ -17,9 +17,10 @@ from contextlib import aclosing
 from typing import Any
 
 from gateway.brain.llm import LlmProvider, ProviderFailed, ToolCall
-from gateway.brain.pipeline import SentenceDivider, shape
+from gateway.brain.pipeline import shape
+from gateway.brain.text import SentenceDivider
 from gateway.brain.tools import Toolbox
-from gateway.voice.brain import Sentence
+from gateway.brain.contract import Sentence
 
 log = logging.getLogger(__name__)
 MAX_TOOL_ROUNDS = 3  # model -> tools -> model rounds per turn; the last round offers no tools

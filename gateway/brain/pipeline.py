@@ -9,65 +9,10 @@ from __future__ import annotations
 
 import re
 
-from gateway.voice.brain import Hints, Sentence
+from gateway.brain.contract import Hints, Sentence
+from gateway.brain.text import SentenceDivider
 
-__all__ = ["Hints", "Sentence", "SentenceDivider", "display_text", "extract_hints", "shape", "speech_text"]
-
-# Sentence ends: . ! ? followed by whitespace (so "3.5" never splits), or Chinese 。！？ anywhere.
-_SENTENCE_END = re.compile(r"""[.!?]+["'”’)\]]*(?=\s)|[。！？]+["'”’」』）]*|\n""")
-_CLAUSE_END = re.compile(r"""[.!?,;:]+["'”’)\]]*(?=\s)|[。！？，；：、]+["'”’」』）]*|\n""")
-_THINK_OPEN = "<think>"
-
-
-class SentenceDivider:
-    """Feed tokens, get complete sentences (or clauses) as soon as their end arrives.
-
-    A `<think>...</think>` block is held back until it closes, so it is never cut in half.
-    """
-
-    def __init__(self, clauses: bool = False, min_clause_chars: int = 6) -> None:
-        self._end = _CLAUSE_END if clauses else _SENTENCE_END
-        self._min = min_clause_chars if clauses else 1
-        self._buf = ""
-
-    def feed(self, token: str) -> list[str]:
-        self._buf += token
-        out: list[str] = []
-        while True:
-            cut = self._next_cut()
-            if cut is None:
-                return out
-            piece, self._buf = self._buf[:cut].strip(), self._buf[cut:]
-            if piece:
-                out.append(piece)
-
-    def flush(self) -> list[str]:
-        rest, self._buf = self._buf.strip(), ""
-        return [rest] if rest else []
-
-    def _next_cut(self) -> int | None:
-        start = self._buf.find(_THINK_OPEN)
-        if start != -1:
-            close = self._buf.find("</think>", start)
-            if close == -1:
-                return None  # wait for the block to close
-            if start == 0 or not self._buf[:start].strip():
-                return close + len("</think>")
-        for m in self._end.finditer(self._buf):
-            if start != -1 and m.start() > start:
-                break
-            if len(self._buf[: m.end()].strip()) >= self._min and not _abbreviation(self._buf[: m.start()]):
-                return m.end()
-        return None
-
-
-_ABBREVIATIONS = frozenset({"mr", "mrs", "ms", "dr", "prof", "st", "jr", "sr", "vs", "e.g", "i.e"})
-
-
-def _abbreviation(text: str) -> bool:
-    words = text.split()
-    return bool(words) and words[-1].casefold().rstrip(".") in _ABBREVIATIONS
-
+__all__ = ["Hints", "Sentence", "display_text", "extract_hints", "shape", "speech_text"]
 
 _TAG = re.compile(r"\[([A-Za-z_][A-Za-z0-9_ -]{0,30})\]")
 _EMOJI = re.compile(

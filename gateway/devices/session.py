@@ -40,7 +40,7 @@ from gateway.devices.registry import SessionRegistry
 from gateway.engines.runner import EngineRunner
 from gateway.expression.service import ExpressionService
 from gateway.links.base import DeviceConnection, LinkClosed
-from gateway.voice.brain import Brain
+from gateway.brain.contract import Brain
 from gateway.voice.conversation import Conversation, TurnMetrics
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from gateway.config import AsrConfig, GatewayConfig
 from gateway.engines.base import AsrEngine, TtsEngine, VadEngine
 from gateway.errors import ModelError
-from gateway.modelstore import ModelStore
+from gateway.engines.store import ModelStore
 
 if TYPE_CHECKING:
     from gateway.engines.piper_tts import PiperTts

@@ -16,7 +16,7 @@ import onnxruntime as ort
 from tokenizers import Tokenizer
 
 from gateway.errors import ModelError
-from gateway.modelstore import ModelStore
+from gateway.engines.store import ModelStore
 
 DIMS = 384
 MAX_TOKENS = 256

@@ -1,6 +1,6 @@
 """What a reply sentence's hints mean for its expression: `[happy]` tags and a leading emoji.
 
-An LLM reply may carry hints (`gateway.voice.brain.Hints`: the emotion tags and the leading emoji
+An LLM reply may carry hints (`gateway.brain.contract.Hints`: the emotion tags and the leading emoji
 the reply pipeline took out of the spoken text). `config/hints.yaml` maps each tag (lower case,
 without brackets) or emoji to an `action` (a code of the action rules table: behavior, affect,
 intensity and priority come from that row) and/or a `sentiment` (-2..2). For one sentence the
@@ -25,7 +25,7 @@ import yaml
 from gateway.errors import ConfigError
 from gateway.expression.rules import Action
 from gateway.expression.watched import WatchedFile
-from gateway.voice.brain import Hints
+from gateway.brain.contract import Hints
 
 log = logging.getLogger(__name__)
 

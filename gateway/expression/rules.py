@@ -3,7 +3,7 @@
 The table is `config/action_rules.csv` (UTF-8, editable in a spreadsheet), header
 `code,behavior,affect,intensity,priority,sentimentHint,keywords`, keywords separated by `|`.
 Matching: English keywords as whole words, case-insensitive (punctuation ignored, see
-`gateway.voice.replies.normalize`); Chinese (CJK) keywords as substrings. Among the matching
+`gateway.brain.replies.normalize`); Chinese (CJK) keywords as substrings. Among the matching
 rules the highest priority wins (ties: the earlier row); no match means no Action.
 
 `ActionRules` re-reads the file when it changes, so edits take effect without a restart. A broken
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gateway.expression.watched import WatchedFile
-from gateway.voice.replies import normalize
+from gateway.brain.text import is_cjk, normalize
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class ActionRule:
 
     def matches(self, words: str, compact: str) -> bool:
         for kw in self.keywords:
-            if _is_cjk(kw):
+            if is_cjk(kw):
                 if kw.replace(" ", "") in compact:
                     return True
             elif f" {kw} " in words:
@@ -64,11 +64,6 @@ class ActionRule:
 class RowProblem:
     line: int
     text: str
-
-
-def _is_cjk(text: str) -> bool:
-    return any("\u2e80" <= ch <= "\u9fff" or "\uac00" <= ch <= "\ud7af" or "\uf900" <= ch <= "\ufaff"
-               for ch in text)
 
 
 def parse_rules(text: str) -> tuple[list[ActionRule], list[RowProblem]]:

@@ -20,7 +20,7 @@ from gateway.expression.mouth import levels_from_audio, levels_from_runs
 from gateway.expression.rules import Action, ActionRules
 from gateway.expression.sentiment import Sentiment
 from gateway.expression.visemes import VisemeRun, runs_from_levels, runs_from_phonemes
-from gateway.voice.brain import display_of, hints_of
+from gateway.brain.contract import display_of, hints_of
 
 
 @dataclass(frozen=True)

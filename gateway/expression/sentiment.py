@@ -16,9 +16,8 @@ from typing import Any
 import yaml
 
 from gateway.errors import ConfigError
-from gateway.expression.rules import _is_cjk
 from gateway.expression.watched import WatchedFile
-from gateway.voice.replies import normalize
+from gateway.brain.text import is_cjk, normalize
 
 LISTS: dict[str, float] = {"very_positive": 2.0, "positive": 1.0, "negative": -1.0, "very_negative": -2.0}
 LIFT = ("?", "？", "!", "！", "~")
@@ -59,7 +58,7 @@ def parse_lexicon(data: Any, source: str = "<memory>") -> SentimentLexicon:
         if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
             raise ConfigError(f"{source}: {name} must be a list of strings")
         for w in words:
-            if _is_cjk(w):
+            if is_cjk(w):
                 chinese.append((w.strip(), weight))
             elif normalize(w):
                 english.append((normalize(w), weight))

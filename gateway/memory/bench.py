@@ -146,7 +146,7 @@ async def bench(embedder: Any, sizes: tuple[int, ...], writes: int, db_dir: Path
 def run_bench_memory(cfg: Any, sizes: tuple[int, ...] = (10_000, 100_000), writes: int = 300,
                      as_json: bool = False) -> int:
     from gateway.engines.minilm_embed import MiniLmEmbedder
-    from gateway.modelstore import ModelStore
+    from gateway.engines.store import ModelStore
 
     store = ModelStore(cfg)
     with tempfile.TemporaryDirectory(prefix="memory-bench-") as tmp:

@@ -83,7 +83,7 @@ class MemoryService:
     def from_config(cls, cfg: Any, clock: Callable[[], float] = time.time,
                     progress: Callable[[str], None] = lambda line: None) -> "MemoryService":
         from gateway.engines.minilm_embed import load_embedder
-        from gateway.modelstore import ModelStore
+        from gateway.engines.store import ModelStore
 
         m = cfg.memory
         return cls(cfg.path(m.path), lambda: load_embedder(m.embedding, ModelStore(cfg)), users=m.users, default_user=m.default_user,

@@ -25,7 +25,8 @@ from gateway.audio.pcm import s16le_to_float
 from gateway.config import GatewayConfig
 from gateway.engines.runner import EngineRunner
 from gateway.errors import GatewayError
-from gateway.voice.brain import Brain, BrainContext, split_sentences
+from gateway.brain.contract import Brain, BrainContext
+from gateway.brain.text import split_sentences
 from gateway.voice.endpointing import Endpointer, Event
 from gateway.voice.listener import Listener
 from gateway.voice.speculation import SpeculativeReply, speculates

@@ -20,7 +20,7 @@ from gateway.audio.pacing import Pacer
 from gateway.audio.pcm import chunk_bytes, float_to_s16le, int16_to_float, resample, split_bytes
 from gateway.engines.base import SynthChunk
 from gateway.engines.runner import EngineRunner
-from gateway.voice.brain import display_of
+from gateway.brain.contract import display_of
 
 Send = Callable[[Message], Awaitable[None]]
 SentenceHook = Callable[[str, list[SynthChunk], int], list[Message]]

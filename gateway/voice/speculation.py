@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Protocol, runtime_checkable
 
-from gateway.voice.brain import Brain, BrainContext
+from gateway.brain.contract import Brain, BrainContext
 
 log = logging.getLogger(__name__)
 

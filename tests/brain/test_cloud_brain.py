@@ -15,8 +15,9 @@ from gateway.brain.cloud import CloudBrain
 from gateway.brain.factory import build_brain
 from gateway.brain.llm import LlmProvider
 from gateway.config import BrainConfig, GatewayConfig, LlmProviderConfig, parse_config
-from gateway.voice.brain import BrainContext, LocalBrain
-from gateway.voice.replies import load_reply_table
+from gateway.brain.contract import BrainContext
+from gateway.brain.local import LocalBrain
+from gateway.brain.replies import load_reply_table
 from gateway.brain.scripted import Script, ScriptedLlm
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,8 @@ from gateway.brain.factory import build_brain
 from gateway.brain.history import Turn
 from gateway.brain.scripted import Script, ScriptedLlm
 from gateway.config import ConfigError, PrestartToolConfig, parse_config
-from gateway.voice.brain import BrainContext, LocalBrain
+from gateway.brain.contract import BrainContext
+from gateway.brain.local import LocalBrain
 from tests.brain.test_cloud_brain import CTX, ROOT, collect, local, provider
 from tests.brain.test_tool_loop import TOOLS
 

@@ -21,7 +21,7 @@ from gateway.brain.tools import Toolbox
 from gateway.config import McpServerConfig, parse_config
 from gateway.errors import ConfigError
 from gateway.links.memory import MemoryLink
-from gateway.mcp_server.client import McpClients
+from gateway.brain.mcp_client import McpClients
 from gateway.mcp_server.http import serve_http
 from tests.brain.mcp_weather_server import build
 from tests.brain.test_cloud_brain import CTX, collect, local, provider
@@ -150,7 +150,7 @@ async def test_an_http_server_that_goes_away_gives_the_model_an_error_and_is_rec
         assert await weather_server.call("forecast", {"city": "Oslo"}) == "Oslo: 18 degrees and light rain tomorrow"
         serving.cancel()
         await asyncio.gather(serving, return_exceptions=True)
-        with caplog.at_level(logging.WARNING, logger="gateway.mcp_server.client"):
+        with caplog.at_level(logging.WARNING, logger="gateway.brain.mcp_client"):
             gone = await weather_server.call("forecast", {"city": "Oslo"})
             await asyncio.wait_for(weather_server.attempt_failed.wait(), 10)
         assert gone.startswith("error: MCP server 'weather' ") and ("lost the connection" in gone or "not connected" in gone)
@@ -187,7 +187,7 @@ async def test_a_server_that_dies_answers_with_an_error_is_logged_once_and_is_re
 
 async def test_a_missing_server_is_logged_once_while_retrying_and_its_tools_say_why(caplog) -> None:
     missing = McpServerConfig(name="ghost", command=("/nonexistent/mcp-ghost",))
-    with caplog.at_level(logging.DEBUG, logger="gateway.mcp_server.client"):
+    with caplog.at_level(logging.DEBUG, logger="gateway.brain.mcp_client"):
         async with running(missing, wait_for=()) as clients:
             for _ in range(3):  # three failed attempts
                 await asyncio.wait_for(clients.servers["ghost"].attempt_failed.wait(), 10)
@@ -280,7 +280,7 @@ def test_without_an_llm_no_mcp_server_is_started() -> None:
 
 
 def test_gateway_doctor_reports_each_mcp_server_with_its_tools_or_why_not() -> None:
-    from gateway.doctor import run_doctor
+    from gateway.cli.doctor import run_doctor
 
     cfg = parse_config({"brain": {"mcp_servers": [{"name": "weather", "command": WEATHER, "tools": ["forecast"]},
                                                   {"name": "ghost", "command": ["/nonexistent/mcp-ghost"]}]}}, ROOT)

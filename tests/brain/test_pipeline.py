@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from gateway.brain.pipeline import Hints, SentenceDivider, display_text, extract_hints, speech_text
+from gateway.brain.pipeline import Hints, display_text, extract_hints, speech_text
+from gateway.brain.text import SentenceDivider
 
 
 def feed_all(divider: SentenceDivider, tokens: list[str]) -> list[list[str]]:

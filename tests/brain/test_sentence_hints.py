@@ -11,8 +11,9 @@ from gateway.brain.llm import LlmProvider
 from gateway.brain.pipeline import shape
 from gateway.brain.scripted import Script, ScriptedLlm
 from gateway.config import BrainConfig, LlmProviderConfig
-from gateway.voice.brain import Hints, LocalBrain, Sentence, BrainContext, display_of, hints_of
-from gateway.voice.replies import load_reply_table
+from gateway.brain.contract import BrainContext, Hints, Sentence, display_of, hints_of
+from gateway.brain.local import LocalBrain
+from gateway.brain.replies import load_reply_table
 
 ROOT = Path(__file__).resolve().parents[2]
 CTX = BrainContext("box-hints", datetime(2026, 3, 1, 9, 30, tzinfo=timezone.utc))

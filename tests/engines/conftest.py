@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from gateway.config import GatewayConfig, parse_config
-from gateway.modelstore import ModelStore
+from gateway.engines.store import ModelStore
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST = REPO / "models" / "manifest.yaml"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gateway.config import GatewayConfig
-from gateway.doctor import run_doctor
+from gateway.cli.doctor import run_doctor
 
 pytestmark = pytest.mark.models
 

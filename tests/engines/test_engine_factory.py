@@ -10,7 +10,7 @@ import pytest
 
 from gateway.engines.factory import Engines, load_asr, load_engines, load_tts
 from gateway.errors import ModelError
-from gateway.modelstore import ModelStore
+from gateway.engines.store import ModelStore
 
 pytestmark = pytest.mark.models
 

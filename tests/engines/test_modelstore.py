@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gateway.cli_models import add_models_parser, run_models
+from gateway.cli.models import add_models_parser, run_models
 from gateway.errors import ModelError
-from gateway.modelstore import SUMS_FILE, ModelStore, moonshine_tokens
+from gateway.engines.store import SUMS_FILE, ModelStore, moonshine_tokens
 
 pytestmark = pytest.mark.models
 

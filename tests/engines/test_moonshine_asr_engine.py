@@ -12,7 +12,7 @@ from gateway.config import GatewayConfig
 from gateway.engines.moonshine_ort import MoonshineOnnxAsr
 from gateway.engines.sherpa_asr import MoonshineAsr, clean_transcript
 from gateway.errors import AsrError, ModelError
-from gateway.modelstore import ModelStore
+from gateway.engines.store import ModelStore
 
 pytestmark = pytest.mark.models
 

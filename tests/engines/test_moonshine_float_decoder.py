@@ -13,7 +13,7 @@ from gateway.engines.factory import load_asr
 from gateway.engines.moonshine_fold import float_decoder
 from gateway.engines.moonshine_ort import MoonshineOnnxAsr
 from gateway.errors import ModelError
-from gateway.modelstore import ModelStore
+from gateway.engines.store import ModelStore
 
 pytestmark = pytest.mark.models
 

@@ -10,7 +10,7 @@ import pytest
 from gateway.config import GatewayConfig
 from gateway.engines.silero_vad import SileroVad
 from gateway.errors import ModelError
-from gateway.modelstore import ModelStore
+from gateway.engines.store import ModelStore
 
 pytestmark = pytest.mark.models
 

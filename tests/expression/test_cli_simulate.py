@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from gateway.audio.pcm import float_to_s16le
-from gateway.simulate import write_wav
+from gateway.cli.virtual_box import write_wav
 
 pytestmark = [pytest.mark.models, pytest.mark.asyncio(loop_scope="session")]
 

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from firmware_protocol import Action, Capability, Mouth, Sentiment, ServoKeyframes, Visemes
-from gateway.simulate import simulate
+from gateway.cli.virtual_box import simulate
 from tests.conftest import words
 
 pytestmark = [pytest.mark.models, pytest.mark.asyncio(loop_scope="session")]

@@ -17,7 +17,7 @@ from gateway.expression.hints import HintMap, parse_hints
 from gateway.expression.rules import ActionRules
 from gateway.expression.sentence import Expression
 from gateway.expression.service import ExpressionService
-from gateway.voice.brain import Hints, Sentence
+from gateway.brain.contract import Hints, Sentence
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "config"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.bench_links import Broker, _external
+from gateway.cli.bench_links import Broker, _external
 from gateway.config import parse_config
 from gateway.errors import ConfigError
 

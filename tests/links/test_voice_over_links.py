@@ -14,7 +14,7 @@ from gateway.devices.auth import add_device
 from gateway.links.coap import CoapLink
 from gateway.links.mqtt import MqttLink
 from gateway.links.serial_link import SerialLink, SerialPort
-from gateway.simulate import SimulateError, simulate
+from gateway.cli.virtual_box import SimulateError, simulate
 from tests.conftest import words
 
 from .test_serial_link import Socat

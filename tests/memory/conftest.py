@@ -14,7 +14,7 @@ from gateway.engines.minilm_embed import MiniLmEmbedder
 from gateway.links.memory import MemoryLink
 from gateway.config import parse_config
 from gateway.memory.service import MemoryService
-from gateway.modelstore import ModelStore
+from gateway.engines.store import ModelStore
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,8 +8,8 @@ from datetime import datetime, timezone
 from gateway.brain.cloud import CloudBrain
 from gateway.brain.llm import LlmProvider
 from gateway.config import LlmProviderConfig
-from gateway.memory.recall import MemoryBrain
-from gateway.voice.brain import BrainContext
+from gateway.brain.memory import MemoryBrain
+from gateway.brain.contract import BrainContext
 from gateway.brain.scripted import Script, ScriptedLlm
 from tests.brain.test_cloud_brain import local
 

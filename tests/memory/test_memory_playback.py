@@ -11,8 +11,8 @@ from gateway.brain.cloud import CloudBrain
 from gateway.brain.llm import LlmProvider
 from gateway.brain.scripted import Script, ScriptedLlm
 from gateway.config import LlmProviderConfig
-from gateway.memory.recall import MemoryBrain
-from gateway.voice.brain import BrainContext
+from gateway.brain.memory import MemoryBrain
+from gateway.brain.contract import BrainContext
 from tests.brain.test_cloud_brain import local
 
 CTX = BrainContext("box-anna", datetime(2026, 3, 1, 9, 30, tzinfo=timezone.utc))

@@ -10,9 +10,10 @@ from zoneinfo import ZoneInfo
 from gateway.bus import EventBus
 from gateway.config import parse_config
 from gateway.memory.readings import consume_readings, describe_reading, remember_reading
-from gateway.memory.recall import MemoryBrain
+from gateway.brain.memory import MemoryBrain
 from gateway.memory.service import MemoryService
-from gateway.voice.brain import BrainContext, LocalBrain
+from gateway.brain.contract import BrainContext
+from gateway.brain.local import LocalBrain
 from tests.conftest import ROOT
 
 TZ = ZoneInfo("Europe/Berlin")

@@ -125,7 +125,7 @@ async def test_search_finds_the_exact_best_match_among_many_near_duplicates(memo
 
 
 def test_doctor_checks_the_real_sqlite_path_apsw_with_sqlite_vec() -> None:
-    from gateway.doctor import _sqlite
+    from gateway.cli.doctor import _sqlite
 
     [check] = list(_sqlite())
     assert check.status == "OK" and "loads sqlite-vec v0.1" in check.what and "(apsw)" in check.what

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from gateway.audio.pcm import float_to_s16le, resample
-from gateway.simulate import write_wav
+from gateway.cli.virtual_box import write_wav
 
 pytestmark = [pytest.mark.models, pytest.mark.asyncio(loop_scope="session")]
 
@@ -90,7 +90,7 @@ async def test_the_page_as_a_screen_for_another_device_shows_its_reply_and_lip_s
 
     from playwright.async_api import async_playwright
 
-    from gateway.simulate import simulate
+    from gateway.cli.virtual_box import simulate
 
     audio, rate = speak("Thank you.")
     async with async_playwright() as pw:

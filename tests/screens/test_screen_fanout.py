@@ -12,7 +12,7 @@ import wave
 import pytest
 from websockets.asyncio.client import connect
 
-from gateway.simulate import simulate
+from gateway.cli.virtual_box import simulate
 
 pytestmark = [pytest.mark.models, pytest.mark.asyncio(loop_scope="session")]
 

@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 
 from gateway.config import parse_config
 from gateway.errors import ConfigError
-from gateway.voice.brain import Brain, BrainContext, LocalBrain, split_sentences
-from gateway.voice.replies import load_reply_table, parse_reply_table
+from gateway.brain.contract import Brain, BrainContext
+from gateway.brain.local import LocalBrain
+from gateway.brain.text import split_sentences
+from gateway.brain.replies import load_reply_table, parse_reply_table
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "config" / "replies.yaml"

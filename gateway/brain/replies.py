@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 import string
-import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,6 +25,7 @@ from typing import Any, Literal
 
 import yaml
 
+from gateway.brain.text import is_cjk, normalize
 from gateway.errors import ConfigError
 
 Pick = Literal["first", "rotate"]
@@ -59,24 +59,6 @@ def time_placeholders(now: datetime) -> dict[str, str]:
     }
 
 
-def normalize(text: str) -> str:
-    """Lower-case, drop apostrophes, turn other punctuation into spaces, collapse whitespace.
-
-    "What's the TIME?" -> "whats the time". Used on both keywords and utterances.
-    """
-    out = []
-    for ch in text.casefold():
-        if ch in "'’`":
-            continue
-        cat = unicodedata.category(ch)
-        out.append(" " if cat[0] in "PSZC" else ch)
-    return " ".join("".join(out).split())
-
-
-def _has_cjk(text: str) -> bool:
-    return any(unicodedata.east_asian_width(ch) in "WF" for ch in text)
-
-
 def _spoken_group(value: str | None) -> str:
     """A regex group value as it goes into an answer: trimmed; ALL CAPS or all lower -> Title Case."""
     value = (value or "").strip(" \t\n.,!?;:'\"。，！？")
@@ -99,7 +81,7 @@ class Intent:
             words = f" {normalize(utterance)} "
             compact = words.replace(" ", "")
             for kw in self.keywords:
-                if (kw.replace(" ", "") in compact) if _has_cjk(kw) else (f" {kw} " in words):
+                if (kw.replace(" ", "") in compact) if is_cjk(kw) else (f" {kw} " in words):
                     return {}
         return None
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from gateway.config import GatewayConfig
 from gateway.errors import ModelError
-from gateway.modelmanifest import Manifest, ModelEntry, ModelFile, load_manifest
+from gateway.engines.manifest import Manifest, ModelEntry, ModelFile, load_manifest
 
 __all__ = ["SUMS_FILE", "Manifest", "ModelEntry", "ModelFile", "ModelStatus", "ModelStore", "load_manifest",
            "moonshine_tokens", "sha256_of"]
@@ -32,7 +32,7 @@ __all__ = ["SUMS_FILE", "Manifest", "ModelEntry", "ModelFile", "ModelStatus", "M
 Progress = Callable[[str], None]
 SUMS_FILE = "SHA256SUMS"
 # The manifest of a source checkout, used when the configured one does not exist.
-_CHECKOUT_MANIFEST = Path(__file__).resolve().parent.parent / "models" / "manifest.yaml"
+_CHECKOUT_MANIFEST = Path(__file__).resolve().parents[2] / "models" / "manifest.yaml"
 
 
 def _quiet(_: str) -> None: ...

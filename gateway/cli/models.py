@@ -1,6 +1,6 @@
 """`gateway models list | prepare [NAME] | verify [NAME]`.
 
-gateway/cli.py registers this with `add_models_parser(sub)`; the parser sets
+gateway/cli/main.py registers this with `add_models_parser(sub)`; the parser sets
 `func=run_models`, so the CLI's `args.func(args, cfg)` runs `run_models(args, cfg) -> exit code`.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from gateway.config import GatewayConfig
 from gateway.errors import ModelError
-from gateway.modelstore import ModelStore
+from gateway.engines.store import ModelStore
 
 
 def add_models_parser(subparsers: Any) -> argparse.ArgumentParser:

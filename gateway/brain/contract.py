@@ -8,13 +8,11 @@ matches.
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from gateway.voice.replies import ReplyTable, load_reply_table, render
 
 if TYPE_CHECKING:
     from gateway.config import GatewayConfig
@@ -89,68 +87,3 @@ class Brain(Protocol):
         `Sentence` (a str carrying display text and hints) or a plain str.
         """
         ...
-
-
-# A sentence ends at . ! ? (plus any closing quotes/brackets) followed by whitespace, or right
-# after a Chinese 。！？ — so "3.5", "3:05" and "e.g.x" never split.
-_SENTENCE_END = re.compile(r"""(?:[.!?]+["'”’)\]]*(?=\s)|[。！？]+["'”’」』）]*)""")
-_ABBREVIATIONS = frozenset({"mr", "mrs", "ms", "dr", "prof", "st", "jr", "sr", "vs", "e.g", "i.e"})
-
-
-def split_sentences(text: str) -> list[str]:
-    """Split `text` into sentences, keeping their punctuation; lines are always separate.
-
-    >>> split_sentences("It is 3:05 PM. Pi is 3.14! 好的。再见")
-    ['It is 3:05 PM.', 'Pi is 3.14!', '好的。', '再见']
-    """
-    sentences: list[str] = []
-    for line in text.splitlines():
-        start = 0
-        for m in _SENTENCE_END.finditer(line):
-            if m.group().startswith(".") and _ends_with_abbreviation(line[start : m.start()]):
-                continue
-            sentences.append(line[start : m.end()])
-            start = m.end()
-        sentences.append(line[start:])
-    return [s.strip() for s in sentences if s.strip()]
-
-
-def _ends_with_abbreviation(text: str) -> bool:
-    words = text.split()
-    return bool(words) and words[-1].casefold() in _ABBREVIATIONS
-
-
-class LocalBrain:
-    """Answers from the reply table: first matching intent wins, else the fallback sentence."""
-
-    def __init__(self, table: ReplyTable, fallback: str) -> None:
-        if not fallback.strip():
-            raise ValueError("the fallback reply must not be empty")
-        self.table = table
-        self.fallback = fallback
-        self._turns: dict[int, int] = {}  # intent index -> times answered (for pick: rotate)
-
-    @classmethod
-    def from_config(cls, cfg: GatewayConfig) -> LocalBrain:
-        """Load `cfg.brain.replies` (relative to the config file). Raises ConfigError if broken."""
-        return cls(load_reply_table(cfg.path(cfg.brain.replies)), cfg.brain.fallback)
-
-    def try_answer(self, utterance: str, ctx: BrainContext) -> str | None:
-        """The whole reply text when an intent matches, else None (the seam for an LLM fallback)."""
-        found = self.table.match(utterance.strip())
-        if found is None:
-            return None
-        answers = found.intent.answers
-        turn = self._turns.get(found.index, 0)
-        self._turns[found.index] = turn + 1
-        template = answers[turn % len(answers)] if found.intent.pick == "rotate" else answers[0]
-        return render(template, ctx.now, found.groups)
-
-    def answer(self, utterance: str, ctx: BrainContext) -> str:
-        """The whole reply text: the first matching intent's answer, or the fallback."""
-        return self.try_answer(utterance, ctx) or self.fallback
-
-    async def reply(self, utterance: str, ctx: BrainContext) -> AsyncIterator[str]:
-        """The answer, one sentence at a time (see `Brain.reply`)."""
-        for sentence in split_sentences(self.answer(utterance, ctx)):
-            yield sentence

@@ -7,6 +7,8 @@ prepare models (it tells you to) and only binds the WebSocket port for a moment 
 
 from __future__ import annotations
 
+from typing import Any
+import argparse
 import errno
 import importlib.metadata
 import importlib.util
@@ -22,7 +24,7 @@ from pathlib import Path
 
 from gateway.config import GatewayConfig
 from gateway.errors import GatewayError
-from gateway.modelstore import ModelStore
+from gateway.engines.store import ModelStore
 
 OK, WARN, FAIL = "OK", "WARN", "FAIL"
 _DISK_WARN_MB = 500  # enough to copy all models where symlinks are impossible
@@ -226,7 +228,7 @@ def _mcp_servers(cfg: GatewayConfig) -> Iterator[Check]:
         return
     import asyncio
 
-    from gateway.mcp_server.client import probe  # imports the mcp SDK only when servers are configured
+    from gateway.brain.mcp_client import probe  # imports the mcp SDK only when servers are configured
 
     for server in cfg.brain.mcp_servers:
         tools, why = asyncio.run(probe(server))
@@ -259,3 +261,13 @@ def run_doctor(cfg: GatewayConfig, out: Callable[[str], None] = print) -> int:
     warned = sum(c.status == WARN for c in checks)
     out(f"{len(checks)} checks: {failed} failed, {warned} warnings")
     return 1 if failed else 0
+
+
+def run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
+
+    return run_doctor(cfg)
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    doc = sub.add_parser("doctor", parents=[common], help="check models, ports, SQLite and audio libraries; say what to fix")
+    doc.set_defaults(func=run)

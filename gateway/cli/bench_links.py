@@ -9,6 +9,7 @@ mosquitto), under the topic prefix `bench` so a gateway using the same broker is
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import shutil
@@ -23,6 +24,7 @@ from typing import Any
 
 from firmware_protocol import Hello, ReadingAck, ReadingStatus, SensorReading, Welcome
 from gateway.app import Gateway
+from gateway.cli.progress import progress
 from gateway.config import GatewayConfig
 from gateway.engines.runner import EngineRunner
 from gateway.errors import ConfigError
@@ -219,3 +221,22 @@ def run_bench_links(cfg: GatewayConfig, readings: int, as_json: bool,
             print(f"{name:<40} {value}")
     return 0
 
+
+
+def run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
+    from gateway.app import load_runner
+
+    broker = Broker.parse(args.broker, args.broker_username, args.broker_password) if args.broker else None
+    return run_bench_links(cfg, args.readings, args.json, lambda: load_runner(cfg, progress), broker)
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    bl = sub.add_parser("bench-links", parents=[common], help="sensor readings per second through each link into SQLite; "
+                        "MQTT CPU per message vs a bare paho loop")
+    bl.add_argument("--readings", type=int, default=2000, help="readings per link (default 2000; CoAP sends a fifth)")
+    bl.add_argument("--json", action="store_true", help="print the figures as JSON")
+    bl.add_argument("--broker", metavar="HOST:PORT", help="also measure MQTT through this external broker "
+                    "(e.g. a mosquitto; topics bench/...), next to the embedded one")
+    bl.add_argument("--broker-username", help="login for --broker (devices log in as their id)")
+    bl.add_argument("--broker-password", help="password for --broker-username")
+    bl.set_defaults(func=run)

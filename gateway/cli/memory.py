@@ -11,7 +11,7 @@ from typing import Any
 from gateway.config import GatewayConfig
 
 
-def _progress(line: str) -> None:
+def _progress_unused(line: str) -> None:
     print(f"  {line}", file=sys.stderr, flush=True)
 
 

@@ -1,16 +1,18 @@
 """`gateway bench`: latency and real-time-factor figures for the voice loop, on this machine.
 
 Starts an in-process gateway on a loopback WebSocket, synthesizes N different questions with
-the local TTS, streams each in real time through `gateway.simulate` (as a voice box would) and
+the local TTS, streams each in real time through `gateway.cli.virtual_box` (as a voice box would) and
 prints medians and p95 of: VAD cost per window, ASR real-time factor, TTS real-time factor, and
 end of speech -> first reply audio byte split into endpoint wait / ASR / brain / first TTS chunk.
 Also the resident memory of the idle gateway with every model loaded, and what expression
 (visemes, mouth, action, sentiment, servo) costs per sentence next to the TTS.
-`gateway bench --llm` (gateway/bench_llm.py) measures the same path with an LLM brain.
+`gateway bench --llm` (gateway/cli/bench_llm.py) measures the same path with an LLM brain.
 """
 
 from __future__ import annotations
 
+from typing import Any
+import argparse
 import asyncio
 import json
 import statistics
@@ -27,7 +29,7 @@ from gateway.expression.bench import measure
 from gateway.expression.sentence import Expression
 from gateway.expression.servo import ServoMapFile
 from gateway.links.websocket import WebSocketLink
-from gateway.simulate import simulate
+from gateway.cli.virtual_box import simulate
 from gateway.voice.conversation import TurnMetrics
 
 QUESTIONS = [
@@ -189,3 +191,27 @@ def run_bench(cfg: GatewayConfig, utterances: int = 20, as_json: bool = False) -
 
     print_figures(asyncio.run(_run(cfg, utterances, say)), as_json)
     return 0
+
+
+def run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
+    if args.llm:
+        from gateway.cli.bench_llm import run_bench_llm
+
+        if args.no_speculate:  # for comparison: the brain is asked only after the endpoint
+            cfg = cfg.model_copy(update={"brain": cfg.brain.model_copy(update={"speculate": False})})
+        return run_bench_llm(cfg, args.utterances, args.llm_first_sentence_ms, args.json)
+
+    return run_bench(cfg, utterances=args.utterances, as_json=args.json)
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    bench = sub.add_parser("bench", parents=[common], help="measure latency and real-time factors (prints medians and p95)")
+    bench.add_argument("--utterances", type=int, default=20, help="how many utterances (default 20)")
+    bench.add_argument("--json", action="store_true", help="print the figures as JSON")
+    bench.add_argument("--llm", action="store_true", help="answer with an LLM brain (a scripted OpenAI-compatible "
+                       "server on 127.0.0.1): endpoint -> first reply audio vs the LLM's own first-sentence latency")
+    bench.add_argument("--llm-first-sentence-ms", type=float, default=300.0, metavar="MS",
+                       help="with --llm: the scripted model's first-sentence latency (default 300)")
+    bench.add_argument("--no-speculate", action="store_true",
+                       help="with --llm: ask the LLM only after the endpoint (brain.speculate off), for comparison")
+    bench.set_defaults(func=run)

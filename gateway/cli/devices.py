@@ -1,6 +1,6 @@
 """`gateway devices add|list|show|remove`, `gateway readings` and `gateway readings prune`.
 
-gateway/cli.py registers these with `add_devices_parsers(sub, common)`. They open the SQLite
+gateway/cli/main.py registers these with `add_devices_parsers(sub, common)`. They open the SQLite
 database (`devices.database`) directly; that is safe while the gateway runs (WAL mode).
 """
 

@@ -19,10 +19,11 @@ from datetime import datetime
 from pathlib import Path
 
 from gateway.app import load_runner
-from gateway.bench import print_figures, run_turns, stats, synth_inputs
+from gateway.cli.bench import print_figures, run_turns, stats, synth_inputs
 from gateway.brain.scripted import Script, ScriptedLlm
 from gateway.config import GatewayConfig, LlmProviderConfig
-from gateway.voice.brain import BrainContext, LocalBrain
+from gateway.brain.contract import BrainContext
+from gateway.brain.local import LocalBrain
 from gateway.voice.conversation import TurnMetrics
 
 TARGET_OVERHEAD_MS = 200.0

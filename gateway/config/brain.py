@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from gateway.config_base import _Section
+from gateway.config.base import _Section
 
 
 class LlmProviderConfig(_Section):

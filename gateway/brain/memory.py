@@ -24,7 +24,9 @@ from typing import Any
 
 from gateway.memory.errors import MemoryError_
 from gateway.memory.service import MemoryService
-from gateway.voice.brain import BrainContext, LocalBrain, split_sentences
+from gateway.brain.contract import BrainContext
+from gateway.brain.local import LocalBrain
+from gateway.brain.text import split_sentences
 
 log = logging.getLogger(__name__)
 

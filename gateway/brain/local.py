@@ -1,0 +1,49 @@
+"""The local brain: answers instantly and offline from the reply table (`config/replies.yaml`)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from gateway.brain.contract import BrainContext
+from gateway.brain.replies import ReplyTable, load_reply_table, render
+from gateway.brain.text import split_sentences
+
+if TYPE_CHECKING:
+    from gateway.config import GatewayConfig
+
+
+class LocalBrain:
+    """Answers from the reply table: first matching intent wins, else the fallback sentence."""
+
+    def __init__(self, table: ReplyTable, fallback: str) -> None:
+        if not fallback.strip():
+            raise ValueError("the fallback reply must not be empty")
+        self.table = table
+        self.fallback = fallback
+        self._turns: dict[int, int] = {}  # intent index -> times answered (for pick: rotate)
+
+    @classmethod
+    def from_config(cls, cfg: GatewayConfig) -> LocalBrain:
+        """Load `cfg.brain.replies` (relative to the config file). Raises ConfigError if broken."""
+        return cls(load_reply_table(cfg.path(cfg.brain.replies)), cfg.brain.fallback)
+
+    def try_answer(self, utterance: str, ctx: BrainContext) -> str | None:
+        """The whole reply text when an intent matches, else None (the seam for an LLM fallback)."""
+        found = self.table.match(utterance.strip())
+        if found is None:
+            return None
+        answers = found.intent.answers
+        turn = self._turns.get(found.index, 0)
+        self._turns[found.index] = turn + 1
+        template = answers[turn % len(answers)] if found.intent.pick == "rotate" else answers[0]
+        return render(template, ctx.now, found.groups)
+
+    def answer(self, utterance: str, ctx: BrainContext) -> str:
+        """The whole reply text: the first matching intent's answer, or the fallback."""
+        return self.try_answer(utterance, ctx) or self.fallback
+
+    async def reply(self, utterance: str, ctx: BrainContext) -> AsyncIterator[str]:
+        """The answer, one sentence at a time (see `Brain.reply`)."""
+        for sentence in split_sentences(self.answer(utterance, ctx)):
+            yield sentence

@@ -1,0 +1,13 @@
+"""Configuration: `gateway.yaml` -> one validated, frozen `GatewayConfig`, loaded once and passed in.
+
+`sections` holds the sections (one pydantic model each; the brain's in `brain`), `loader` reads and
+checks the file. Import from here: `from gateway.config import GatewayConfig, load_config`.
+"""
+
+from gateway.config.brain import BrainConfig, LlmProviderConfig, McpServerConfig, PrestartToolConfig
+from gateway.config.loader import load_config, parse_config
+from gateway.config.sections import AsrConfig, GatewayConfig
+from gateway.errors import ConfigError
+
+__all__ = ["AsrConfig", "BrainConfig", "ConfigError", "GatewayConfig", "LlmProviderConfig", "McpServerConfig",
+           "PrestartToolConfig", "load_config", "parse_config"]
