@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.cli.bench import expression_cost, print_figures
+from gateway.cli.bench_voice import expression_cost, print_figures
 from gateway.cli.bench_llm import measure_llm
 
 pytestmark = pytest.mark.models

@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 
 from gateway.app import load_runner
-from gateway.cli.bench import print_figures, run_turns, stats, synth_inputs
+from gateway.cli.bench_voice import print_figures, run_turns, stats, synth_inputs
 from gateway.brain.scripted import Script, ScriptedLlm
 from gateway.config import GatewayConfig, LlmProviderConfig
 from gateway.brain.contract import BrainContext
