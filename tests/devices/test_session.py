@@ -1,4 +1,4 @@
-"""Device sessions through the in-memory link (real codec, real models, no sockets)."""
+"""Device sessions through the in-memory link (real codec, fake engines, no sockets)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from firmware_protocol import (
 from gateway.audio.pcm import float_to_s16le, resample
 from tests.conftest import words
 
-pytestmark = [pytest.mark.models, pytest.mark.asyncio(loop_scope="session")]
+pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 LONG_QUESTION = "help"  # its answer is a few seconds of speech
 
@@ -102,12 +102,12 @@ async def test_abort_stops_the_reply_within_one_chunk(memory_link):
         await asyncio.wait_for(dev.receive(), 0.5)
 
 
-async def test_speaking_over_the_reply_interrupts_it_and_the_new_question_is_answered(memory_link, speak):
+async def test_speaking_over_the_reply_interrupts_it_and_the_new_question_is_answered(memory_link, fake_speak):
     dev = await hello(memory_link, "barge-box", audio_in=AudioFormat(sample_rate=16000))
     await dev.send(TextInput(text=LONG_QUESTION))
     while not isinstance(await recv(dev), AudioChunk):
         pass
-    audio, rate = speak("What time is it?")
+    audio, rate = fake_speak("What time is it?")
     mic = np.concatenate([resample(audio, rate, 16000), np.zeros(16000, np.float32)])
     seen: list = []
     answered = asyncio.Event()
