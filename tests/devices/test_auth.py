@@ -47,9 +47,9 @@ def closed_cfg(tmp_path_factory) -> GatewayConfig:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def closed_gateway(closed_cfg, runner) -> AsyncIterator[tuple[Gateway, MemoryLink]]:
+async def closed_gateway(closed_cfg, fake_runner) -> AsyncIterator[tuple[Gateway, MemoryLink]]:
     link = MemoryLink()
-    gateway = Gateway(closed_cfg, runner, [link])
+    gateway = Gateway(closed_cfg, fake_runner, [link])
     ready = asyncio.Event()
     task = asyncio.create_task(gateway.serve(ready))
     await asyncio.wait_for(ready.wait(), 10)
@@ -62,7 +62,6 @@ async def _first_reply(dev, timeout: float = 5):
     return await asyncio.wait_for(dev.receive(), timeout)
 
 
-@pytest.mark.models
 @pytest.mark.asyncio(loop_scope="session")
 async def test_a_registered_device_with_its_token_is_welcomed_and_its_reading_is_stored(closed_gateway, closed_cfg):
     gateway, link = closed_gateway
@@ -86,7 +85,6 @@ async def test_a_registered_device_with_its_token_is_welcomed_and_its_reading_is
     sub.close()
 
 
-@pytest.mark.models
 @pytest.mark.asyncio(loop_scope="session")
 @pytest.mark.parametrize(("device_id", "register", "reason"), [
     ("bp-wrong-token", True, "wrong token for device bp-wrong-token"),

@@ -148,9 +148,8 @@ def test_readings_prune_cli_dry_run_counts_and_prune_deletes(tmp_path, capsys):
     conn.close()
 
 
-@pytest.mark.models
 @pytest.mark.asyncio(loop_scope="session")
-async def test_a_gateway_with_a_retention_prunes_at_start_and_one_without_keeps_everything(runner, tmp_path):
+async def test_a_gateway_with_a_retention_prunes_at_start_and_one_without_keeps_everything(fake_runner, tmp_path):
     import time
 
     from gateway.app import Gateway
@@ -162,11 +161,11 @@ async def test_a_gateway_with_a_retention_prunes_at_start_and_one_without_keeps_
     fill(conn, "hum-1", range(1, 4), 400, now=time.time())
     fill(conn, "hum-1", range(4, 6), 1, now=time.time())
     conn.close()
-    keep = Gateway(parse_config({"devices": {"database": str(tmp_path / "g.db")}}, ROOT), runner, [MemoryLink()])
+    keep = Gateway(parse_config({"devices": {"database": str(tmp_path / "g.db")}}, ROOT), fake_runner, [MemoryLink()])
     assert keep.retention is None  # the default, 0: keep forever
     keep.db.close()
     cfg = parse_config({"devices": {"database": str(tmp_path / "g.db"), "readings_retention_days": 365}}, ROOT)
-    gateway = Gateway(cfg, runner, [MemoryLink()])
+    gateway = Gateway(cfg, fake_runner, [MemoryLink()])
     task = asyncio.create_task(gateway.serve())
     try:
         await asyncio.wait_for(gateway.retention.done.wait(), 10)
