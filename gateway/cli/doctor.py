@@ -2,40 +2,31 @@
 
 One line per check, `OK`, `WARN` or `FAIL`, followed by `-> what to do` for every problem.
 The exit code is non-zero only when something FAILs. Doctor never changes anything: it does not
-prepare models (it tells you to) and only binds the WebSocket port for a moment to test it.
+prepare models (it tells you to), binds each port only for a moment to test it, and asks a
+gateway already holding a port whether it answers (gateway/cli/doctor_ports.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
 import argparse
-import errno
 import importlib.metadata
 import importlib.util
-import os
 import shutil
-import socket
 import sqlite3
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
+from gateway.cli.checks import FAIL, OK, WARN, Check
+from gateway.cli.doctor_ports import port_checks
 from gateway.config import GatewayConfig
 from gateway.errors import GatewayError
 from gateway.engines.store import ModelStore
 
-OK, WARN, FAIL = "OK", "WARN", "FAIL"
 _DISK_WARN_MB = 500  # enough to copy all models where symlinks are impossible
 _DISK_FAIL_MB = 50
-
-
-@dataclass(frozen=True)
-class Check:
-    status: str
-    what: str
-    fix: str = ""
 
 
 def _python() -> Iterator[Check]:
@@ -74,7 +65,8 @@ def _models(cfg: GatewayConfig, store: ModelStore) -> tuple[list[Check], bool]:
         in_use = status.name in used
         ready = ready and not in_use
         note = "" if in_use else " (not used by this config)"
-        text = "; ".join(p.removeprefix(f"{status.name}: ") for p in problems)
+        # "NAME: not prepared" / "NAME/FILE: sha256 ... does not match" -> without the repeated name
+        text = "; ".join(p.removeprefix(f"{status.name}: ").removeprefix(f"{status.name}/") for p in problems)
         checks.append(Check(FAIL if in_use else WARN, f"model {status.name}{note}: {text}",
                             f"run `gateway models prepare {status.name}`"))
     return checks, ready
@@ -99,65 +91,6 @@ def _engines(cfg: GatewayConfig, store: ModelStore, ready: bool) -> Iterator[Che
         return
     parts = ", ".join(f"{k} {v:.2f} s" for k, v in engines.load_seconds.items())
     yield Check(OK, f"engines load in {time.perf_counter() - start:.2f} s ({parts})")
-
-
-def _listener_of(port: int) -> str:
-    """'pid 123 (python3)' for the process listening on a TCP port (Linux /proc), or ''."""
-    inodes: set[str] = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            rows = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for row in rows:
-            cols = row.split()
-            if len(cols) > 9 and cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
-                inodes.add(cols[9])
-    for pid in filter(str.isdigit, os.listdir("/proc") if inodes else []):
-        try:
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                link = os.readlink(f"/proc/{pid}/fd/{fd}")
-                if link.startswith("socket:[") and link[8:-1] in inodes:
-                    comm = Path(f"/proc/{pid}/comm").read_text().strip()
-                    return f"pid {pid} ({comm})"
-        except OSError:
-            continue
-    return ""
-
-
-def _listeners(cfg: GatewayConfig) -> list[tuple[str, str, int, int, str]]:
-    """(what, host, port, socket type, config key) for every port `gateway run` opens."""
-    host = cfg.server.host
-    ports = [("WebSocket", host, cfg.server.websocket_port, socket.SOCK_STREAM, "server.websocket_port")]
-    if cfg.screens.enabled:
-        ports.append(("screens", cfg.screens.host, cfg.screens.port, socket.SOCK_STREAM, "screens.port"))
-    if cfg.mqtt.enabled and not cfg.mqtt.host:
-        ports.append(("embedded MQTT broker", host, cfg.mqtt.port, socket.SOCK_STREAM, "mqtt.port"))
-    if cfg.coap.enabled:
-        ports.append(("CoAP (UDP)", host, cfg.coap.port, socket.SOCK_DGRAM, "coap.port"))
-    return ports
-
-
-def _port(cfg: GatewayConfig) -> Iterator[Check]:
-    for what, host, port, kind, key in _listeners(cfg):
-        where = f"{what} port {host}:{port}"
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        try:
-            with socket.socket(family, kind) as s:
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                s.bind((host, port))
-        except OSError as exc:
-            change = f"or set {key} (or the host) in gateway.yaml"
-            if exc.errno == errno.EADDRINUSE:
-                who = (_listener_of(port) if kind == socket.SOCK_STREAM else "") or "another process"
-                yield Check(FAIL, f"{where} is in use by {who}", f"stop that process {change}")
-            elif exc.errno == errno.EACCES:
-                yield Check(FAIL, f"{where}: permission denied", f"use a port >= 1024 {change}")
-            else:
-                yield Check(FAIL, f"{where}: cannot bind ({exc.strerror})",
-                            "the host must be an address of this machine (0.0.0.0 = all)")
-            continue
-        yield Check(OK, f"{where} is free")
 
 
 def _sqlite() -> Iterator[Check]:
@@ -251,7 +184,7 @@ def run_doctor(cfg: GatewayConfig, out: Callable[[str], None] = print) -> int:
         model_checks, ready = _models(cfg, store)
         checks.extend(model_checks)
         checks.extend(_engines(cfg, store, ready))
-    for part in (_port(cfg), _sqlite(), _libraries(), _espeak(), _disk(cfg), _mcp_servers(cfg)):
+    for part in (port_checks(cfg), _sqlite(), _libraries(), _espeak(), _disk(cfg), _mcp_servers(cfg)):
         checks.extend(part)
     for c in checks:
         out(f"{c.status:<4} {c.what}")
