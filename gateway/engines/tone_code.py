@@ -5,6 +5,7 @@ of 16 frequencies of bank A (300 .. 1800 Hz), its low nibble on one of 16 freque
 (1900 .. 3400 Hz). Consecutive bursts therefore always differ in frequency, so the decoder needs
 no clock: it classifies short frames by their strongest candidate frequency, merges runs, drops
 runs too short to be a burst (a frame straddling two bursts) and pairs A with the following B.
+A pause of `PAUSE_MS` or more between bursts is heard as a word space, as a real ASR would.
 
 Everything stays below 4 kHz, so the code survives resampling to any device rate (8 kHz
 included), int16 quantization, a clipped onset (a burst needs only ~8 ms left) and silence
@@ -21,6 +22,8 @@ FRAME_MS = 10.0
 HOP_MS = 2.5
 MIN_RUN = 3  # hops: a burst of >= 15 ms always has this many clean frames
 SILENCE_RMS = 0.05
+PAUSE_MS = 100.0
+SILENT = -1
 
 
 def burst_samples(sample_rate: int, nibble_ms: float) -> int:
@@ -55,7 +58,7 @@ def _frame_symbols(audio: np.ndarray, sample_rate: int) -> list[int]:
     t = np.arange(size) / sample_rate
     basis = np.hanning(size)[:, None] * np.exp(-2j * np.pi * t[:, None] * FREQS_HZ[None, :])
     best = np.argmax(np.abs(frames @ basis), axis=1)
-    return [int(b) if r >= SILENCE_RMS else -1 for b, r in zip(best, rms)]
+    return [int(b) if r >= SILENCE_RMS else SILENT for b, r in zip(best, rms)]
 
 
 def _runs(symbols: list[int]) -> list[tuple[int, int]]:
@@ -70,15 +73,18 @@ def _runs(symbols: list[int]) -> list[tuple[int, int]]:
 
 def decode(audio: np.ndarray, sample_rate: int) -> str:
     """The text carried by `audio` (empty when there is none); other sounds decode to noise."""
-    bursts: list[int] = []
+    pause_hops = PAUSE_MS / HOP_MS
+    bursts: list[tuple[int, int]] = []  # (symbol, hops)
     for symbol, length in _runs(_frame_symbols(np.asarray(audio, np.float32), sample_rate)):
         if length < MIN_RUN:
             continue
-        if symbol < 0 or not bursts or bursts[-1] != symbol:  # a dropped straddle may split a run
-            bursts.append(symbol)
+        if bursts and bursts[-1][0] == symbol:  # a dropped straddle split one run
+            bursts[-1] = (symbol, bursts[-1][1] + length)
+        else:
+            bursts.append((symbol, length))
     data = bytearray()
     high: int | None = None
-    for s in bursts:
+    for s, length in bursts:
         if 0 <= s < 16:
             high = s
         elif s >= 16 and high is not None:
@@ -86,4 +92,6 @@ def decode(audio: np.ndarray, sample_rate: int) -> str:
             high = None
         else:  # silence, or a low nibble whose high one was lost
             high = None
+            if s == SILENT and length >= pause_hops and data and data[-1] != 0x20:
+                data.append(0x20)
     return data.decode("utf-8", errors="ignore").strip()

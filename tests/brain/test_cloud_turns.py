@@ -1,4 +1,4 @@
-"""The LLM brain inside a running gateway (in-memory link, real TTS, scripted LLM on 127.0.0.1):
+"""The LLM brain inside a running gateway (in-memory link, fake engines, scripted LLM on 127.0.0.1):
 the first sentence is heard while the LLM still streams, and a barge-in keeps history honest."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ LLM_FIRST_S = 0.3  # the scripted model's own first-sentence latency
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def cloud_gateway(runner, tmp_path):
+async def cloud_gateway(fake_runner, tmp_path):
     async with ScriptedLlm([Script(STORY, delay_s=LLM_PACE_S, first_delay_s=LLM_FIRST_S), Script(["Then it woke up."])]) as llm:
         cfg = parse_config({
             "devices": {"database": str(tmp_path / "gw.db")}, "memory": {"enabled": False},
@@ -32,7 +32,7 @@ async def cloud_gateway(runner, tmp_path):
         }, ROOT)
         link = MemoryLink()
         ready = asyncio.Event()
-        task = asyncio.create_task(Gateway(cfg, runner, [link]).serve(ready))
+        task = asyncio.create_task(Gateway(cfg, fake_runner, [link]).serve(ready))
         await asyncio.wait_for(ready.wait(), 10)
         yield link, llm
         task.cancel()

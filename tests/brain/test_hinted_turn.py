@@ -1,4 +1,4 @@
-"""A full gateway turn (in-memory link, real TTS and ASR, scripted LLM and a LAN screen on 127.0.0.1)
+"""A full gateway turn (in-memory link, fake TTS and ASR, scripted LLM and a LAN screen on 127.0.0.1)
 where the model tags its sentences: the tag and emoji become the Action/Sentiment packets sent before
 the sentence's audio, the audio says neither, and ReplyText and the screen show the emoji."""
 
@@ -28,7 +28,7 @@ from gateway.links.memory import MemoryLink
 from gateway.screens.server import ScreensServer
 from tests.conftest import words
 
-pytestmark = [pytest.mark.models, pytest.mark.asyncio(loop_scope="session")]
+pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "config"
@@ -57,8 +57,8 @@ async def gateway_with(runner, tmp_path: Path, scripts: list[Script]) -> AsyncIt
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def hinted_gateway(runner, tmp_path):
-    async with gateway_with(runner, tmp_path, [Script(REPLY)]) as running:
+async def hinted_gateway(fake_runner, tmp_path):
+    async with gateway_with(fake_runner, tmp_path, [Script(REPLY)]) as running:
         yield running
 
 
@@ -80,7 +80,7 @@ async def screen_messages(ws, count: int) -> list[dict]:
 
 
 async def test_an_llm_sentence_tagged_happy_drives_action_and_sentiment_and_is_shown_with_its_emoji(
-        hinted_gateway, transcribe) -> None:
+        hinted_gateway, fake_transcribe) -> None:
     link, screen_url = hinted_gateway
     meanings = parse_hints(yaml.safe_load((CONFIG / "hints.yaml").read_text(encoding="utf-8"))).meanings
     plain = Expression.from_paths(CONFIG / "action_rules.csv", CONFIG / "sentiment.yaml")
@@ -127,7 +127,7 @@ async def test_an_llm_sentence_tagged_happy_drives_action_and_sentiment_and_is_s
 
     # The audio says the sentence, not the tag.
     pcm = b"".join(m.data for m in per_stream[streams[0]] if isinstance(m, AudioChunk))
-    heard = words(transcribe(int16_to_float(np.frombuffer(pcm, "<i2")), 16000))
+    heard = words(fake_transcribe(int16_to_float(np.frombuffer(pcm, "<i2")), 16000))
     assert "happy" not in heard and {"great", "see", "again"} <= set(heard), heard
 
     # The screen shows the display text, with the hinted action and sentiment.
@@ -137,10 +137,10 @@ async def test_an_llm_sentence_tagged_happy_drives_action_and_sentiment_and_is_s
 
 
 async def test_after_a_barge_in_the_closing_reply_text_shows_only_the_played_sentences_as_display_text(
-        runner, tmp_path) -> None:
+        fake_runner, tmp_path) -> None:
     story = ["🙂 Once upon a time there was a small robot that lived in a very big house with many rooms. ",
              "[sad] One day it lost its way. ", "😀 But it found the kitchen again."]
-    async with gateway_with(runner, tmp_path, [Script(story), Script(["Okay."])]) as (link, _screen):
+    async with gateway_with(fake_runner, tmp_path, [Script(story), Script(["Okay."])]) as (link, _screen):
         dev = await hello(link)
         await dev.send(TextInput(text="tell me a story"))
         while not isinstance(await asyncio.wait_for(dev.receive(), 30), AudioChunk):

@@ -218,7 +218,7 @@ async def test_a_prestart_entry_may_name_an_mcp_tool_with_the_question() -> None
         await brain.close()
 
 
-async def test_the_gateway_answers_when_an_mcp_server_is_missing_and_the_model_sees_why(runner, tmp_path, caplog) -> None:
+async def test_the_gateway_answers_when_an_mcp_server_is_missing_and_the_model_sees_why(fake_runner, tmp_path, caplog) -> None:
     async with ScriptedLlm([Script(tool_calls=[("ghost__lookup", '{"q": "umbrella"}'),
                                                ("weather__forecast", '{"city": "Oslo"}')]),
                             Script(["Take an umbrella to Oslo."])]) as llm:
@@ -228,7 +228,7 @@ async def test_the_gateway_answers_when_an_mcp_server_is_missing_and_the_model_s
                       "mcp_servers": [{"name": "ghost", "command": ["/nonexistent/mcp-ghost"]},
                                       {"name": "weather", "command": WEATHER}]}}, ROOT)
         link, ready = MemoryLink(), asyncio.Event()
-        gateway = Gateway(cfg, runner, [link])
+        gateway = Gateway(cfg, fake_runner, [link])
         task = asyncio.create_task(gateway.serve(ready))
         try:
             await asyncio.wait_for(ready.wait(), 10)

@@ -1,4 +1,4 @@
-"""Pulling the network mid-conversation, through a running gateway (in-memory link, real TTS, the
+"""Pulling the network mid-conversation, through a running gateway (in-memory link, fake engines, the
 scripted LLM behind a TCP proxy on 127.0.0.1 that the test cuts like a pulled cable)."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ async def next_of(dev, kind: type, **fields):
 
 
 async def test_pulling_the_network_mid_conversation_closes_the_reply_and_the_next_turn_is_answered_locally(
-        runner, tmp_path, caplog: pytest.LogCaptureFixture) -> None:
+        fake_runner, tmp_path, caplog: pytest.LogCaptureFixture) -> None:
     async with ScriptedLlm([Script(["Hi there. ", "The rest never arrives."], mode="stall_after_first")]) as llm, \
             CuttableProxy(port_of(llm)) as proxy:
         cfg = parse_config({
@@ -42,7 +42,7 @@ async def test_pulling_the_network_mid_conversation_closes_the_reply_and_the_nex
         }, ROOT)
         link = MemoryLink()
         ready = asyncio.Event()
-        task = asyncio.create_task(Gateway(cfg, runner, [link]).serve(ready))
+        task = asyncio.create_task(Gateway(cfg, fake_runner, [link]).serve(ready))
         try:
             await asyncio.wait_for(ready.wait(), 10)
             dev = link.connect()

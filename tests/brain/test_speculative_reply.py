@@ -8,7 +8,6 @@ import contextlib
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from firmware_protocol import (AudioChunk, AudioFormat, AudioStop, Hello, Message, ReplyText, StopReason,
                               TextInput, Welcome)
@@ -30,7 +29,7 @@ RATE = 16000
 
 @contextlib.asynccontextmanager
 async def llm_gateway(runner, tmp_path, scripts: list[Script]):
-    """A running gateway (in-memory link, real models) whose LLM is a scripted server; a connected device."""
+    """A running gateway (in-memory link, fake engines) whose LLM is a scripted server; a connected device."""
     async with ScriptedLlm(scripts) as llm:
         cfg = parse_config({
             "devices": {"database": str(tmp_path / "gw.db")}, "memory": {"enabled": False},
@@ -74,17 +73,16 @@ async def until_final_reply(dev, heard: list[Message]) -> str:
             return msg.text
 
 
-@pytest.mark.models
 async def test_a_user_who_goes_on_talking_cancels_the_early_llm_request_and_never_hears_or_keeps_its_reply(
-        runner, tmp_path) -> None:
-    async with llm_gateway(runner, tmp_path, [STALE, Script([ANSWER])]) as (dev, llm):
+        fake_runner, tmp_path) -> None:
+    async with llm_gateway(fake_runner, tmp_path, [STALE, Script([ANSWER])]) as (dev, llm):
         # "What is the capital", then a pause longer than vad.speculative_after_ms (120) but shorter
         # than the endpoint (500): the brain is asked on the partial transcript.
-        await send_audio(dev, np.concatenate([silence(300), spoken(runner, "What is the capital"), silence(350)]))
+        await send_audio(dev, np.concatenate([silence(300), spoken(fake_runner, "What is the capital"), silence(350)]))
         await asyncio.wait_for(llm.wait_requests(1), 20)
         assert words(llm.requests[0]["messages"][-1]["content"]) == ["what", "is", "the", "capital"]
         # The user goes on: that request is cancelled (the provider sees the client hang up).
-        await send_audio(dev, np.concatenate([spoken(runner, "of France?"), silence(900)]))
+        await send_audio(dev, np.concatenate([spoken(fake_runner, "of France?"), silence(900)]))
         await asyncio.wait_for(llm.wait_abandoned(1), 20)
         assert llm.abandoned[0] == 0
         heard: list[Message] = []
@@ -102,17 +100,16 @@ async def test_a_user_who_goes_on_talking_cancels_the_early_llm_request_and_neve
         await until_final_reply(dev, [])
 
 
-@pytest.mark.models
-async def test_a_barge_in_during_an_early_asked_reply_stops_it_and_hangs_up_its_llm_request(runner, tmp_path) -> None:
+async def test_a_barge_in_during_an_early_asked_reply_stops_it_and_hangs_up_its_llm_request(fake_runner, tmp_path) -> None:
     story = Script(["Once upon a time there was a robot. ", "It cleaned the house every day. ",
                     "Then it slept."], delay_s=30)  # the LLM is still streaming when the user interrupts
-    async with llm_gateway(runner, tmp_path, [story]) as (dev, llm):
-        await send_audio(dev, np.concatenate([silence(300), spoken(runner, "Tell me a story"), silence(900)]))
+    async with llm_gateway(fake_runner, tmp_path, [story]) as (dev, llm):
+        await send_audio(dev, np.concatenate([silence(300), spoken(fake_runner, "Tell me a story"), silence(900)]))
         heard: list[Message] = []
         while not isinstance(msg := await asyncio.wait_for(dev.receive(), 20), AudioChunk):
             heard.append(msg)
         assert [m.text for m in heard if isinstance(m, ReplyText)] == ["Once upon a time there was a robot."]
-        await send_audio(dev, np.concatenate([spoken(runner, "Stop, please."), silence(100)]))
+        await send_audio(dev, np.concatenate([spoken(fake_runner, "Stop, please."), silence(100)]))
         while not (isinstance(msg := await asyncio.wait_for(dev.receive(), 20), AudioStop)
                    and msg.reason == StopReason.ABORTED):
             pass

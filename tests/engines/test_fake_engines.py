@@ -25,10 +25,12 @@ def test_the_fake_asr_hears_exactly_what_the_fake_tts_said_at_any_device_rate(te
     assert FakeAsr().transcribe(resample(audio, rate, 16000)) == text
 
 
-def test_a_clipped_onset_and_a_pause_between_sentences_lose_nothing() -> None:
+def test_a_clipped_onset_loses_nothing_and_a_pause_is_heard_as_a_word_space() -> None:
     first, second = said("Stop here.", 16000)[48:], said("Then go on", 16000)  # 3 ms of onset lost
     audio = np.concatenate([first, np.zeros(4000, np.float32), second])
-    assert FakeAsr().transcribe(audio) == "Stop here.Then go on"
+    assert FakeAsr().transcribe(audio) == "Stop here. Then go on"
+    joined = np.concatenate([said("capital", 16000), np.zeros(800, np.float32), said("of", 16000)])
+    assert FakeAsr().transcribe(joined) == "capitalof"  # 50 ms: no pause
 
 
 def test_silence_and_noise_are_no_words_or_not_the_words() -> None:
