@@ -21,7 +21,6 @@ from gateway.links.coap import CoapLink
 from tests.links.test_coap_link import BaseUri, coap_client, free_udp_port, post
 
 pytestmark = [
-    pytest.mark.models,
     pytest.mark.asyncio(loop_scope="session"),
     pytest.mark.skipif(shutil.which("coap-client-notls") is None, reason="needs libcoap3-bin"),
 ]
@@ -30,12 +29,12 @@ IDLE_S = 1.0
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def quick(runner, tmp_path) -> AsyncIterator[tuple[BaseUri, SessionRegistry]]:
+async def quick(fake_runner, tmp_path) -> AsyncIterator[tuple[BaseUri, SessionRegistry]]:
     cfg = parse_config({"devices": {"database": str(tmp_path / "g.db")}, "server": {"host": "127.0.0.1"},
                         "coap": {"port": free_udp_port(), "session_idle_s": IDLE_S}}, ROOT)
     [link] = [x for x in default_links(cfg) if isinstance(x, CoapLink)]  # built from the config key
     assert link.session_idle_s == IDLE_S
-    gateway = Gateway(cfg, runner, [link])
+    gateway = Gateway(cfg, fake_runner, [link])
     ready = asyncio.Event()
     task = asyncio.create_task(gateway.serve(ready))
     await asyncio.wait_for(ready.wait(), 10)

@@ -31,7 +31,6 @@ from gateway.config import parse_config
 from gateway.links.coap import CoapLink
 
 pytestmark = [
-    pytest.mark.models,
     pytest.mark.asyncio(loop_scope="session"),
     pytest.mark.skipif(shutil.which("coap-client-notls") is None, reason="needs libcoap3-bin"),
 ]
@@ -52,12 +51,12 @@ def free_udp_port() -> int:
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def coap(runner, tmp_path) -> AsyncIterator[str]:
+async def coap(fake_runner, tmp_path) -> AsyncIterator[str]:
     """A gateway behind a CoAP link; yields the base URI (the link is `coap.link`)."""
     cfg = parse_config({"devices": {"database": str(tmp_path / "g.db")}}, ROOT)
     link = CoapLink("127.0.0.1", free_udp_port())
     ready = asyncio.Event()
-    task = asyncio.create_task(Gateway(cfg, runner, [link]).serve(ready))
+    task = asyncio.create_task(Gateway(cfg, fake_runner, [link]).serve(ready))
     await asyncio.wait_for(ready.wait(), 10)
     yield BaseUri(f"coap://127.0.0.1:{link.port}/gw", link)
     task.cancel()

@@ -29,7 +29,7 @@ from gateway.links.mqtt import MqttLink
 from gateway.links.mqtt_client import MqttConnectError
 from gateway.links.mqtt_device import MqttDevice
 
-pytestmark = [pytest.mark.models, pytest.mark.asyncio(loop_scope="session")]
+pytestmark = pytest.mark.asyncio(loop_scope="session")
 ROOT = Path(__file__).resolve().parents[2]
 HUMID = (("percent", "%", 45.0),)
 
@@ -55,9 +55,9 @@ async def stop(task: asyncio.Task) -> None:
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def embedded(runner, tmp_path) -> AsyncIterator[tuple[Gateway, MqttLink]]:
+async def embedded(fake_runner, tmp_path) -> AsyncIterator[tuple[Gateway, MqttLink]]:
     link = MqttLink("127.0.0.1", 0, embedded=True)
-    gateway, task = await start_gateway(link, runner, tmp_path, open_enrolment=False)
+    gateway, task = await start_gateway(link, fake_runner, tmp_path, open_enrolment=False)
     yield gateway, link
     await stop(task)
 
@@ -103,9 +103,9 @@ needs_clients = pytest.mark.skipif(shutil.which("mosquitto_pub") is None, reason
 
 
 @needs_clients
-async def test_mosquitto_command_line_clients_talk_to_the_gateway_through_an_external_mosquitto(mosquitto, runner, tmp_path):
+async def test_mosquitto_command_line_clients_talk_to_the_gateway_through_an_external_mosquitto(mosquitto, fake_runner, tmp_path):
     link = MqttLink("127.0.0.1", mosquitto.port)
-    _, task = await start_gateway(link, runner, tmp_path, open_enrolment=True)
+    _, task = await start_gateway(link, fake_runner, tmp_path, open_enrolment=True)
     broker = ["-h", "127.0.0.1", "-p", str(mosquitto.port)]
     # A retained probe on a second topic: its arrival shows that the subscriptions are in place.
     probe = await asyncio.create_subprocess_exec("mosquitto_pub", *broker, "-t", "probe/cli-dev", "-r", "-m", "ready")
@@ -136,9 +136,9 @@ async def test_mosquitto_command_line_clients_talk_to_the_gateway_through_an_ext
         await stop(task)
 
 
-async def test_the_gateway_reconnects_after_mosquitto_restarts_and_gets_what_was_sent_meanwhile(mosquitto, runner, tmp_path):
+async def test_the_gateway_reconnects_after_mosquitto_restarts_and_gets_what_was_sent_meanwhile(mosquitto, fake_runner, tmp_path):
     link = MqttLink("127.0.0.1", mosquitto.port)
-    gateway, task = await start_gateway(link, runner, tmp_path, open_enrolment=True)
+    gateway, task = await start_gateway(link, fake_runner, tmp_path, open_enrolment=True)
     dev = MqttDevice("restart-dev")
     try:
         await dev.connect("127.0.0.1", mosquitto.port)
@@ -160,7 +160,7 @@ async def test_the_gateway_reconnects_after_mosquitto_restarts_and_gets_what_was
         await stop(task)  # the gateway goes away; its persistent session stays on the broker
         await dev.send(SensorReading(11, "humidity", 0, HUMID))
         link2 = MqttLink("127.0.0.1", mosquitto.port)
-        _, task = await start_gateway(link2, runner, tmp_path, open_enrolment=True)
+        _, task = await start_gateway(link2, fake_runner, tmp_path, open_enrolment=True)
         err = await recv(dev)  # the queued QoS 1 reading reaches the new gateway process...
         assert isinstance(err, Error) and err.code == "hello-required"
         await dev.send(Hello(device_id="restart-dev"))  # ...which asks for a Hello; the device resends
@@ -172,9 +172,9 @@ async def test_the_gateway_reconnects_after_mosquitto_restarts_and_gets_what_was
         await stop(task)
 
 
-async def test_the_gateway_and_a_device_speak_mqtt_5_through_mosquitto(mosquitto, runner, tmp_path):
+async def test_the_gateway_and_a_device_speak_mqtt_5_through_mosquitto(mosquitto, fake_runner, tmp_path):
     link = MqttLink("127.0.0.1", mosquitto.port, protocol="5")
-    _, task = await start_gateway(link, runner, tmp_path, open_enrolment=True)
+    _, task = await start_gateway(link, fake_runner, tmp_path, open_enrolment=True)
     dev = MqttDevice("mqtt5-dev", protocol="5")
     try:
         await dev.connect("127.0.0.1", mosquitto.port)
@@ -187,7 +187,7 @@ async def test_the_gateway_and_a_device_speak_mqtt_5_through_mosquitto(mosquitto
         await stop(task)
 
 
-async def test_mosquitto_with_the_documented_acl_keeps_each_device_on_its_own_topics(runner, tmp_path):
+async def test_mosquitto_with_the_documented_acl_keeps_each_device_on_its_own_topics(fake_runner, tmp_path):
     from tests.links.conftest import SecuredMosquitto
 
     if shutil.which("mosquitto_passwd") is None:
@@ -195,7 +195,7 @@ async def test_mosquitto_with_the_documented_acl_keeps_each_device_on_its_own_to
     broker = SecuredMosquitto(tmp_path, {"edge-gateway": "gateway-secret", "acl-a": "token-a", "acl-b": "token-b"})
     broker.start()
     link = MqttLink("127.0.0.1", broker.port, username="edge-gateway", password="gateway-secret")
-    _, task = await start_gateway(link, runner, tmp_path, open_enrolment=True)
+    _, task = await start_gateway(link, fake_runner, tmp_path, open_enrolment=True)
     try:
         with pytest.raises(MqttConnectError, match="refused|not authori"):
             await MqttDevice("acl-a", "wrong-token").connect("127.0.0.1", broker.port)

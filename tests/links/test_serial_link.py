@@ -34,7 +34,6 @@ from gateway.config import parse_config
 from gateway.links.serial_link import SerialLink, SerialPort
 
 pytestmark = [
-    pytest.mark.models,
     pytest.mark.asyncio(loop_scope="session"),
     pytest.mark.skipif(shutil.which("socat") is None, reason="needs socat (Debian package socat)"),
 ]
@@ -115,11 +114,11 @@ def cable(tmp_path: Path) -> Iterator[Socat]:
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def serial_gateway(cable: Socat, runner, tmp_path: Path) -> AsyncIterator[SerialLink]:
+async def serial_gateway(cable: Socat, fake_runner, tmp_path: Path) -> AsyncIterator[SerialLink]:
     cfg = parse_config({"server": {"hello_timeout_s": 5}, "devices": {"database": str(tmp_path / "g.db")}}, ROOT)
     link = SerialLink([SerialPort(str(cable.gateway_end))])
     ready = asyncio.Event()
-    task = asyncio.create_task(Gateway(cfg, runner, [link]).serve(ready))
+    task = asyncio.create_task(Gateway(cfg, fake_runner, [link]).serve(ready))
     await asyncio.wait_for(ready.wait(), 10)
     yield link
     task.cancel()
@@ -173,7 +172,7 @@ async def test_a_cable_pulled_mid_frame_is_reopened_when_the_device_comes_back(s
     assert "reopening when it comes back" in caplog.text
 
 
-async def test_two_ports_serve_two_devices_at_once(runner, tmp_path):
+async def test_two_ports_serve_two_devices_at_once(fake_runner, tmp_path):
     cables = [Socat(tmp_path / name) for name in ("one", "two")]
     for cable in cables:
         cable.gateway_end.parent.mkdir()
@@ -181,7 +180,7 @@ async def test_two_ports_serve_two_devices_at_once(runner, tmp_path):
     cfg = parse_config({"devices": {"database": str(tmp_path / "g.db")}}, ROOT)
     link = SerialLink([SerialPort(str(c.gateway_end)) for c in cables])
     ready = asyncio.Event()
-    task = asyncio.create_task(Gateway(cfg, runner, [link]).serve(ready))
+    task = asyncio.create_task(Gateway(cfg, fake_runner, [link]).serve(ready))
     devices = []
     try:
         await asyncio.wait_for(ready.wait(), 10)
