@@ -71,15 +71,15 @@ async def until(dev, kind, timeout: float = 20):
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def gateway_with_memory(tmp_path: Path, runner, embedder) -> AsyncIterator[tuple[Gateway, MemoryLink]]:
-    """A running gateway with a memory on an in-memory link; bp-anna and box-anna belong to anna."""
+async def gateway_with_memory(tmp_path: Path, fake_runner, embedder) -> AsyncIterator[tuple[Gateway, MemoryLink]]:
+    """A running gateway (fake engines) with a memory on an in-memory link; bp-anna and box-anna belong to anna."""
     cfg = parse_config({"server": {"hello_timeout_s": 2}, "devices": {"database": str(tmp_path / "gw.db")},
                         "memory": {"path": str(tmp_path / "memory.db"),
                                    "users": {"bp-anna": "anna", "box-anna": "anna"}}}, ROOT)
     m = cfg.memory
     memory = MemoryService(cfg.path(m.path), lambda: embedder, users=m.users, default_user=m.default_user)
     link = MemoryLink()
-    gateway = Gateway(cfg, runner, [link], memory=memory)
+    gateway = Gateway(cfg, fake_runner, [link], memory=memory)
     ready = asyncio.Event()
     task = asyncio.create_task(gateway.serve(ready))
     await asyncio.wait_for(ready.wait(), 10)

@@ -112,7 +112,6 @@ def _high(seq: int, systolic: float) -> SensorReading:
     return SensorReading(seq, "blood_pressure", int(time.time()) - 30, (("systolic", "mmHg", systolic), ("diastolic", "mmHg", 95.0)))
 
 
-@pytest.mark.models
 @pytest.mark.asyncio(loop_scope="session")
 async def test_a_gateway_speaks_a_reading_alert_on_the_voice_box_and_not_on_the_sensor(gateway_with_memory, caplog) -> None:
     gateway, link = gateway_with_memory

@@ -100,7 +100,7 @@ async def test_a_reply_interrupted_before_any_of_it_was_played_is_not_remembered
 
 
 async def test_in_a_running_gateway_a_barge_in_leaves_only_the_played_sentences_in_the_memory(
-        tmp_path, runner, embedder) -> None:
+        tmp_path, fake_runner, embedder) -> None:
     import asyncio
 
     from firmware_protocol import AudioChunk, Hello, ReplyText, TextInput, Welcome
@@ -119,7 +119,7 @@ async def test_in_a_running_gateway_a_barge_in_leaves_only_the_played_sentences_
                             "brain": {"providers": [{"name": "scripted", "base_url": llm.url, "model": "m"}]}}, ROOT)
         memory = MemoryService(cfg.path(cfg.memory.path), lambda: embedder, users=cfg.memory.users)
         link = MemoryLink()
-        gateway = Gateway(cfg, runner, [link], memory=memory)
+        gateway = Gateway(cfg, fake_runner, [link], memory=memory)
         ready = asyncio.Event()
         task = asyncio.create_task(gateway.serve(ready))
         try:

@@ -16,7 +16,6 @@ from gateway.memory.store import Node
 from tests.memory.conftest import until
 
 
-@pytest.mark.models
 @pytest.mark.asyncio(loop_scope="session")
 async def test_a_devices_blood_pressure_reading_is_what_the_voice_box_answers_with(gateway_with_memory) -> None:
     gateway, link = gateway_with_memory
@@ -44,7 +43,6 @@ async def test_a_devices_blood_pressure_reading_is_what_the_voice_box_answers_wi
     assert len(turns) == 3 and turns[0].content.startswith("User: What was my last blood pressure")
 
 
-@pytest.mark.models
 @pytest.mark.asyncio(loop_scope="session")
 async def test_a_reading_above_a_rule_threshold_publishes_an_alert_for_the_users_devices(gateway_with_memory) -> None:
     gateway, link = gateway_with_memory
@@ -71,7 +69,6 @@ async def test_a_reading_above_a_rule_threshold_publishes_an_alert_for_the_users
     said.close()
 
 
-@pytest.mark.models
 @pytest.mark.asyncio(loop_scope="session")
 async def test_say_and_perform_action_reach_a_connected_device(gateway_with_memory) -> None:
     gateway, link = gateway_with_memory

@@ -100,7 +100,7 @@ async def test_with_llm_first_a_withdrawn_introduction_is_not_remembered(memory)
 
 
 async def test_in_a_running_gateway_a_barge_in_leaves_only_the_played_part_of_a_local_reply_in_the_memory(
-        tmp_path, runner, embedder) -> None:
+        tmp_path, fake_runner, embedder) -> None:
     from firmware_protocol import AudioChunk, Hello, ReplyText, TextInput, Welcome
     from gateway.app import Gateway
     from gateway.brain.factory import drain_brain
@@ -114,7 +114,7 @@ async def test_in_a_running_gateway_a_barge_in_leaves_only_the_played_part_of_a_
                         "brain": {"replies": str(story_table(tmp_path))}}, ROOT)
     memory = MemoryService(cfg.path(cfg.memory.path), lambda: embedder, users=cfg.memory.users)
     link = MemoryLink()
-    gateway = Gateway(cfg, runner, [link], memory=memory)
+    gateway = Gateway(cfg, fake_runner, [link], memory=memory)
     assert isinstance(gateway.brain, MemoryBrain)
     ready = asyncio.Event()
     task = asyncio.create_task(gateway.serve(ready))
