@@ -17,6 +17,11 @@ def run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
             cfg = cfg.model_copy(update={"brain": cfg.brain.model_copy(update={"speculate": False})})
         return run_bench_llm(cfg, args.utterances, args.llm_first_sentence_ms, args.json)
 
+    if args.rss:
+        from gateway.cli.bench_rss import run_bench_rss
+
+        return run_bench_rss(cfg, sessions=args.sessions, speed=args.speed, as_json=args.json)
+
     from gateway.cli.bench_voice import run_bench
 
     return run_bench(cfg, utterances=args.utterances, as_json=args.json)
@@ -32,4 +37,8 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                        help="with --llm: the scripted model's first-sentence latency (default 300)")
     bench.add_argument("--no-speculate", action="store_true",
                        help="with --llm: ask the LLM only after the endpoint (brain.speculate off), for comparison")
+    bench.add_argument("--rss", action="store_true", help="resident memory of the gateway `gateway run` serves "
+                       "(memory service on): per engine, idle with every model warm, after --sessions sessions")
+    bench.add_argument("--sessions", type=int, default=50, help="with --rss: how many voice-box sessions (default 50)")
+    bench.add_argument("--speed", type=float, default=2.0, help="with --rss: audio streamed at this many times real time (default 2)")
     bench.set_defaults(func=run)
