@@ -105,7 +105,6 @@ async def _serve_ws(cfg: GatewayConfig, runner: EngineRunner) -> AsyncIterator[s
     await asyncio.wait_for(ready.wait(), 10)
     yield f"ws://127.0.0.1:{link.port}{cfg.server.websocket_path}"
     task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

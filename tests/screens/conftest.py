@@ -24,8 +24,7 @@ class ScreensGateway:
     https: str  # https://127.0.0.1:PORT (self-signed)
 
 
-@pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def screens_gateway(cfg, runner, tmp_path_factory) -> AsyncIterator[ScreensGateway]:
+async def _serve(cfg, runner, tmp_path_factory) -> AsyncIterator[ScreensGateway]:
     link = WebSocketLink("127.0.0.1", 0, cfg.server.websocket_path, cfg.server.max_frame_bytes)
     screens = ScreensServer("127.0.0.1", 0, "/screen")
     certs = tmp_path_factory.mktemp("tls")
@@ -37,3 +36,17 @@ async def screens_gateway(cfg, runner, tmp_path_factory) -> AsyncIterator[Screen
                          f"http://127.0.0.1:{screens.port}", f"ws://127.0.0.1:{screens.port}/screen", screens,
                          f"https://127.0.0.1:{secure.port}")
     task.cancel()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def screens_gateway(cfg, runner, tmp_path_factory) -> AsyncIterator[ScreensGateway]:
+    """The gateway with the real models (the browser voice box test speaks to it)."""
+    async for running in _serve(cfg, runner, tmp_path_factory):
+        yield running
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def fake_screens_gateway(fake_cfg, fake_runner, tmp_path_factory) -> AsyncIterator[ScreensGateway]:
+    """The same on the fake engines (fan-out, filters, HTTP audio)."""
+    async for running in _serve(fake_cfg, fake_runner, tmp_path_factory):
+        yield running

@@ -14,7 +14,7 @@ from websockets.asyncio.client import connect
 
 from gateway.cli.virtual_box import simulate
 
-pytestmark = [pytest.mark.models, pytest.mark.asyncio(loop_scope="session")]
+pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
 def http_get(url: str) -> tuple[int, str, bytes]:
@@ -37,11 +37,11 @@ async def next_human(ws, key: str) -> dict:
 
 
 async def test_a_screen_gets_fay_messages_with_lips_action_sentiment_and_audio_for_each_sentence(
-        screens_gateway, speak) -> None:
-    audio, rate = speak("Thank you, goodbye.")
-    async with connect(f"{screens_gateway.screen_url}?device=box-screen-1") as ws:
+        fake_screens_gateway, fake_speak) -> None:
+    audio, rate = fake_speak("Thank you, goodbye.")
+    async with connect(f"{fake_screens_gateway.screen_url}?device=box-screen-1") as ws:
         await subscribed(ws, "box-screen-1")
-        sim = asyncio.create_task(simulate(screens_gateway.device_url, audio, rate, device_id="box-screen-1",
+        sim = asyncio.create_task(simulate(fake_screens_gateway.device_url, audio, rate, device_id="box-screen-1",
                                            speed=2.0, timeout=30))
         transcript = await next_human(ws, "transcript")
         first = await next_human(ws, "audio")
@@ -68,23 +68,23 @@ async def test_a_screen_gets_fay_messages_with_lips_action_sentiment_and_audio_f
             assert abs(w.getnframes() / w.getframerate() - data["Time"]) < 0.01
 
 
-async def test_a_screen_watching_another_device_gets_nothing_from_this_one(screens_gateway, speak) -> None:
-    audio, rate = speak("Thank you.")
-    async with connect(f"{screens_gateway.screen_url}?device=someone-else") as other, \
-            connect(f"{screens_gateway.screen_url}?device=all") as everyone:
+async def test_a_screen_watching_another_device_gets_nothing_from_this_one(fake_screens_gateway, fake_speak) -> None:
+    audio, rate = fake_speak("Thank you.")
+    async with connect(f"{fake_screens_gateway.screen_url}?device=someone-else") as other, \
+            connect(f"{fake_screens_gateway.screen_url}?device=all") as everyone:
         await subscribed(other, "someone-else")
         await subscribed(everyone, "all")
-        await simulate(screens_gateway.device_url, audio, rate, device_id="box-screen-2", speed=2.0, timeout=30)
+        await simulate(fake_screens_gateway.device_url, audio, rate, device_id="box-screen-2", speed=2.0, timeout=30)
         assert (await next_human(everyone, "reply_end"))["Username"] == "box-screen-2"
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(other.recv(), 0.3)
 
 
-async def test_the_page_its_config_and_unknown_paths_are_served_over_http(screens_gateway) -> None:
-    status, ctype, body = await asyncio.to_thread(http_get, screens_gateway.http + "/")
+async def test_the_page_its_config_and_unknown_paths_are_served_over_http(fake_screens_gateway) -> None:
+    status, ctype, body = await asyncio.to_thread(http_get, fake_screens_gateway.http + "/")
     assert status == 200 and ctype.startswith("text/html") and b"Hold to talk" in body
-    _, _, cfg = await asyncio.to_thread(http_get, screens_gateway.http + "/config.json")
+    _, _, cfg = await asyncio.to_thread(http_get, fake_screens_gateway.http + "/config.json")
     assert json.loads(cfg) == {"device_path": "/device", "screen_path": "/screen"}
     with pytest.raises(urllib.error.HTTPError) as info:
-        await asyncio.to_thread(http_get, screens_gateway.http + "/audio/999999.wav")
+        await asyncio.to_thread(http_get, fake_screens_gateway.http + "/audio/999999.wav")
     assert info.value.code == 404
