@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from gateway import __version__
-from gateway.cli import bench, bench_links, devices, doctor, memory, models, run, simulate
+from gateway.cli import bench, bench_links, devices, doctor, memory, models, run, service, simulate
 from gateway.config import load_config
 from gateway.errors import GatewayError
 
@@ -47,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_parser(sub, common)
     simulate.add_parser(sub, common)
     doctor.add_parser(sub, common)
+    service.add_parser(sub, common)
     bench.add_parser(sub, common)
     devices.add_devices_parsers(sub, common)
     bench_links.add_parser(sub, common)
