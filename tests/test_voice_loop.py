@@ -1,4 +1,5 @@
-"""End to end over a real loopback WebSocket with the real models: speak, hear, answer, speak back."""
+"""End to end over a real loopback WebSocket with the real models: speak, hear, answer, speak back.
+The malformed-frame tests need no models: they run on the fake engines."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from gateway.audio.pcm import rms_dbfs, s16le_to_float
 from gateway.cli.virtual_box import simulate
 from tests.conftest import words
 
-pytestmark = [pytest.mark.models, pytest.mark.asyncio(loop_scope="session")]
+pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
+@pytest.mark.models
 async def test_a_spoken_question_is_transcribed_and_answered_with_speech(ws_gateway, speak, transcribe):
     audio, rate = speak("How are you?")
     result = await simulate(ws_gateway, audio, rate, device_id="box-e2e", out_rate=16000, speed=2.0, timeout=30)
@@ -33,6 +35,7 @@ async def test_a_spoken_question_is_transcribed_and_answered_with_speech(ws_gate
     assert overlap >= 0.8, (heard, expected)
 
 
+@pytest.mark.models
 async def test_reply_audio_comes_in_the_sample_rate_the_device_asked_for(ws_gateway, speak, transcribe):
     audio, rate = speak("What is your name?")
     result = await simulate(ws_gateway, audio, rate, device_id="box-24k", out_rate=24000, speed=2.0, timeout=30)
@@ -41,6 +44,7 @@ async def test_reply_audio_comes_in_the_sample_rate_the_device_asked_for(ws_gate
     assert "assistant" in words(transcribe(s16le_to_float(result.reply_audio), 24000))
 
 
+@pytest.mark.models
 async def test_push_to_talk_ends_the_utterance_when_the_device_stops_the_stream(ws_gateway, speak):
     audio, rate = speak("What time is it?")
     result = await simulate(ws_gateway, audio, rate, device_id="box-ptt", push_to_talk=True, speed=0, timeout=30)
@@ -48,12 +52,12 @@ async def test_push_to_talk_ends_the_utterance_when_the_device_stops_the_stream(
     assert result.reply_text.startswith("It is")
 
 
-async def test_malformed_frames_get_an_error_and_a_log_line_while_other_devices_are_served(ws_gateway, caplog):
+async def test_malformed_frames_get_an_error_and_a_log_line_while_other_devices_are_served(fake_ws_gateway, caplog):
     caplog.set_level(logging.WARNING)
 
     async def bad_client() -> list[Error]:
         errors = []
-        async with connect(ws_gateway) as ws:
+        async with connect(fake_ws_gateway) as ws:
             await ws.send(encode(Hello(device_id="bad-box")))
             assert isinstance(decode(await ws.recv()), Welcome)
             for garbage in (b"\xff\x00\x01", b"", b"\x01\x00\x05ab", "text frame"):
@@ -62,7 +66,7 @@ async def test_malformed_frames_get_an_error_and_a_log_line_while_other_devices_
         return errors
 
     async def good_client() -> str:
-        async with connect(ws_gateway) as ws:
+        async with connect(fake_ws_gateway) as ws:
             await ws.send(encode(Hello(device_id="good-box", audio_out=AudioFormat(sample_rate=16000))))
             assert isinstance(decode(await ws.recv()), Welcome)
             await ws.send(encode(TextInput(text="thank you")))
@@ -88,13 +92,13 @@ async def test_simulate_reports_a_clear_error_when_no_gateway_listens():
         await simulate("ws://127.0.0.1:9/ws", np.zeros(1600, np.float32), 16000, timeout=5)
 
 
-async def test_an_oversized_frame_gets_frame_too_large_and_the_connection_stays_usable(ws_gateway, cfg):
+async def test_an_oversized_frame_gets_frame_too_large_and_the_connection_stays_usable(fake_ws_gateway, fake_cfg):
     from firmware_protocol import AudioChunk, Ping, Pong
 
-    async with connect(ws_gateway, max_size=None) as ws:
+    async with connect(fake_ws_gateway, max_size=None) as ws:
         await ws.send(encode(Hello(device_id="big-box")))
         assert isinstance(decode(await ws.recv()), Welcome)
-        big = AudioChunk(stream_id=1, seq=0, data=b"\x00" * (cfg.server.max_frame_bytes + 2))
+        big = AudioChunk(stream_id=1, seq=0, data=b"\x00" * (fake_cfg.server.max_frame_bytes + 2))
         await ws.send(encode(big))
         err = decode(await asyncio.wait_for(ws.recv(), 5))
         assert isinstance(err, Error) and err.code == "frame-too-large"

@@ -1,5 +1,6 @@
-"""End to end with the real models: a spoken "thank you, goodbye" yields audio plus Action,
-Sentiment and a viseme track per sentence, sent before the sentence's first audio chunk."""
+"""End to end on the fake engines: a spoken "thank you, goodbye" yields audio plus Action, Sentiment
+and a viseme track per sentence, sent before the sentence's first audio chunk. (The real voice's
+phoneme timings and visemes are tested in test_visemes.py.)"""
 
 from __future__ import annotations
 
@@ -11,17 +12,17 @@ from firmware_protocol import Action, Capability, Mouth, Sentiment, ServoKeyfram
 from gateway.cli.virtual_box import simulate
 from tests.conftest import words
 
-pytestmark = [pytest.mark.models, pytest.mark.asyncio(loop_scope="session")]
+pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 ALL = (Capability.AUDIO_IN | Capability.AUDIO_OUT | Capability.VISEMES | Capability.MOUTH
        | Capability.ACTION | Capability.SERVO)
 
 
 async def test_thank_you_goodbye_yields_thanks_and_farewell_actions_and_visemes_matching_the_audio(
-        ws_gateway, speak) -> None:
-    audio, rate = speak("Thank you, goodbye.")
+        fake_ws_gateway, fake_speak) -> None:
+    audio, rate = fake_speak("Thank you, goodbye.")
     events: list[dict] = []
-    result = await simulate(ws_gateway, audio, rate, device_id="box-expr", out_rate=16000, speed=2.0,
+    result = await simulate(fake_ws_gateway, audio, rate, device_id="box-expr", out_rate=16000, speed=2.0,
                             timeout=30, emit=events.append, capabilities=ALL)
 
     assert "".join(words(result.transcript)) == "thankyougoodbye"  # "goodbye" or "good-bye"
@@ -50,17 +51,17 @@ async def test_thank_you_goodbye_yields_thanks_and_farewell_actions_and_visemes_
     assert {e["event"] for e in events} >= {"action", "sentiment", "visemes", "mouth", "servo"}
 
 
-async def test_a_device_that_announces_no_expression_gets_no_expression_packets(ws_gateway, speak) -> None:
-    audio, rate = speak("Thank you.")
-    result = await simulate(ws_gateway, audio, rate, device_id="box-plain", speed=2.0, timeout=30,
+async def test_a_device_that_announces_no_expression_gets_no_expression_packets(fake_ws_gateway, fake_speak) -> None:
+    audio, rate = fake_speak("Thank you.")
+    result = await simulate(fake_ws_gateway, audio, rate, device_id="box-plain", speed=2.0, timeout=30,
                             capabilities=Capability.AUDIO_IN | Capability.AUDIO_OUT)
     assert result.reply_text == "You are welcome."
     assert result.expression == []
 
 
-async def test_a_mouth_only_device_gets_a_few_bytes_per_sentence(ws_gateway, speak) -> None:
-    audio, rate = speak("Thank you.")
-    result = await simulate(ws_gateway, audio, rate, device_id="box-mouth", speed=2.0, timeout=30,
+async def test_a_mouth_only_device_gets_a_few_bytes_per_sentence(fake_ws_gateway, fake_speak) -> None:
+    audio, rate = fake_speak("Thank you.")
+    result = await simulate(fake_ws_gateway, audio, rate, device_id="box-mouth", speed=2.0, timeout=30,
                             capabilities=Capability.AUDIO_IN | Capability.AUDIO_OUT | Capability.MOUTH)
     assert [type(m) for m in result.expression] == [Mouth]
     mouth = result.expression[0]
@@ -70,23 +71,23 @@ async def test_a_mouth_only_device_gets_a_few_bytes_per_sentence(ws_gateway, spe
     assert max(mouth.values) > 150 and min(mouth.values) == 0
 
 
-async def test_a_servo_board_gets_keyframes_within_its_channel_limits(ws_gateway, speak) -> None:
-    audio, rate = speak("Thank you.")
-    result = await simulate(ws_gateway, audio, rate, device_id="box-servo", speed=2.0, timeout=30,
+async def test_a_servo_board_gets_keyframes_within_its_channel_limits(fake_ws_gateway, fake_speak) -> None:
+    audio, rate = fake_speak("Thank you.")
+    result = await simulate(fake_ws_gateway, audio, rate, device_id="box-servo", speed=2.0, timeout=30,
                             capabilities=Capability.AUDIO_IN | Capability.AUDIO_OUT | Capability.SERVO)
     (frames,) = [m for m in result.expression if isinstance(m, ServoKeyframes)]
     assert frames.face == "smile" and frames.led_rgb == 0xFF7F50  # affect warm
     assert all(0 <= angle <= 180 for _, angle, _ in frames.keyframes)
 
 
-async def test_a_device_can_ask_for_its_own_mouth_frame_rate_with_expression_setup(ws_gateway) -> None:
+async def test_a_device_can_ask_for_its_own_mouth_frame_rate_with_expression_setup(fake_ws_gateway) -> None:
     from websockets.asyncio.client import connect
 
     from firmware_protocol import ExpressionSetup, Hello, ReplyText, TextInput, Welcome, decode, encode
 
     caps = Capability.AUDIO_IN | Capability.AUDIO_OUT | Capability.TEXT | Capability.MOUTH
     mouths = []
-    async with connect(ws_gateway) as ws:
+    async with connect(fake_ws_gateway) as ws:
         await ws.send(encode(Hello(device_id="jaw-e2e", capabilities=caps)))
         assert isinstance(decode(await ws.recv()), Welcome)
         await ws.send(encode(ExpressionSetup(mouth_frame_ms=100)))

@@ -85,14 +85,13 @@ def test_bp_outbox_retries_until_acknowledged_in_host_unit_tests(host_bin):
     assert re.search(r"bp outbox: \d+ checks, 0 failures", done.stdout), done.stdout
 
 
-@pytest.mark.models
 @pytest.mark.asyncio(loop_scope="session")
 async def test_host_bp_sensor_resends_a_reading_whose_ack_was_lost_until_the_gateway_acknowledges_it(
-    ws_gateway, host_bin, tmp_path
+    fake_ws_gateway, host_bin, tmp_path
 ):
     device = f"bp-host-{uuid.uuid4().hex[:8]}"
     seq_file = tmp_path / "seq"
-    code, log = await run_host(host_bin / "bp_sensor_host", ws_gateway, device, seq_file,
+    code, log = await run_host(host_bin / "bp_sensor_host", fake_ws_gateway, device, seq_file,
                                "--lose-acks", "1", "128/82/71", "118/76", "30/20/70")  # fmt: skip
 
     assert code == 0, log
@@ -107,7 +106,7 @@ async def test_host_bp_sensor_resends_a_reading_whose_ack_was_lost_until_the_gat
     assert seq_file.read_text().strip() == "4"
 
     # the seq survives a "reboot": the next run continues at 4
-    code, log = await run_host(host_bin / "bp_sensor_host", ws_gateway, device, seq_file, "121/79/64")
+    code, log = await run_host(host_bin / "bp_sensor_host", fake_ws_gateway, device, seq_file, "121/79/64")
     assert code == 0 and "ack seq 4 stored" in log, log
 
 
@@ -117,12 +116,11 @@ def test_servo_motion_player_follows_the_keyframe_vector_within_limits_in_host_u
     assert re.search(r"servo motion: \d+ checks, 0 failures", done.stdout), done.stdout
 
 
-@pytest.mark.models
 @pytest.mark.asyncio(loop_scope="session")
 async def test_host_servo_robot_moves_its_servos_within_limits_as_the_gateway_says_goodbye(
-    ws_gateway, host_bin
+    fake_ws_gateway, host_bin
 ):
-    code, log = await run_host(host_bin / "servo_robot_host", ws_gateway, "robot-c-host", "Goodbye!")
+    code, log = await run_host(host_bin / "servo_robot_host", fake_ws_gateway, "robot-c-host", "Goodbye!")
 
     assert code == 0, log
     assert re.search(r"keyframes for stream \d+: \d+ keyframes, led #[0-9a-f]{6}", log), log
@@ -163,10 +161,9 @@ def serial_cable(tmp_path: Path):
     proc.wait(10)
 
 
-@pytest.mark.models
 @pytest.mark.asyncio(loop_scope="session")
 async def test_host_bp_sensor_on_a_serial_line_frames_with_the_c_codec_and_retries_until_acked(
-    serial_cable, runner, host_bin, tmp_path
+    serial_cable, fake_runner, host_bin, tmp_path
 ):
     from gateway.app import Gateway
     from gateway.config import parse_config
@@ -175,7 +172,7 @@ async def test_host_bp_sensor_on_a_serial_line_frames_with_the_c_codec_and_retri
     gw_end, dev_end = serial_cable
     cfg = parse_config({"devices": {"database": str(tmp_path / "g.db")}}, ROOT)
     ready = asyncio.Event()
-    task = asyncio.create_task(Gateway(cfg, runner, [SerialLink([SerialPort(str(gw_end))])]).serve(ready))
+    task = asyncio.create_task(Gateway(cfg, fake_runner, [SerialLink([SerialPort(str(gw_end))])]).serve(ready))
     try:
         await asyncio.wait_for(ready.wait(), 10)
         code, log = await run_host(host_bin / "bp_sensor_serial_host", f"serial://{dev_end}", "uart-bp-c",
@@ -190,9 +187,8 @@ async def test_host_bp_sensor_on_a_serial_line_frames_with_the_c_codec_and_retri
     assert "1 stored, 1 duplicate, 0 rejected, 1 resent, next seq 3" in log, log
 
 
-@pytest.mark.models
 @pytest.mark.asyncio(loop_scope="session")
-async def test_host_bp_sensor_over_mqtt_logs_in_with_its_token_and_retries_until_acked(runner, host_bin, tmp_path):
+async def test_host_bp_sensor_over_mqtt_logs_in_with_its_token_and_retries_until_acked(fake_runner, host_bin, tmp_path):
     from gateway.app import Gateway
     from gateway.config import parse_config
     from gateway.devices.auth import add_device
@@ -200,7 +196,7 @@ async def test_host_bp_sensor_over_mqtt_logs_in_with_its_token_and_retries_until
 
     cfg = parse_config({"devices": {"database": str(tmp_path / "g.db"), "open_enrolment": False}}, ROOT)
     link = MqttLink("127.0.0.1", 0, embedded=True)
-    gateway = Gateway(cfg, runner, [link])
+    gateway = Gateway(cfg, fake_runner, [link])
     ready = asyncio.Event()
     task = asyncio.create_task(gateway.serve(ready))
     try:
