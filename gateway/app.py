@@ -39,6 +39,8 @@ from gateway.links.coap import CoapLink
 from gateway.links.mqtt import MqttLink
 from gateway.links.serial_link import SerialLink, SerialPort
 from gateway.links.websocket import WebSocketLink
+from gateway.links.xiaozhi.emotions import EmotionTable
+from gateway.links.xiaozhi.endpoint import XiaozhiEndpoint, lan_address
 from gateway.engines.store import ModelStore
 from gateway.voice.conversation import TurnMetrics
 
@@ -81,6 +83,10 @@ class Gateway:
         self.auth = Authenticator(self.db, self.cfg.devices.open_enrolment)
         days = self.cfg.devices.readings_retention_days
         self.retention = ReadingRetention(self.db, days) if days else None  # 0: keep readings forever
+        for link in self.links:  # xiaozhi boxes enrol through their OTA bootstrap
+            for endpoint in link.endpoints if isinstance(link, WebSocketLink) else ():
+                if isinstance(endpoint, XiaozhiEndpoint):
+                    endpoint.attach(self.auth)
         for link in self.links:
             if isinstance(link, MqttLink):  # the embedded broker checks logins against the registry
                 link.credential_check = self.auth.check_credentials
@@ -151,7 +157,11 @@ class Gateway:
 
 def default_links(cfg: GatewayConfig) -> list[DeviceLink]:
     s = cfg.server
-    ws_link = WebSocketLink(s.host, s.websocket_port, s.websocket_path, s.max_frame_bytes)
+    endpoints = []
+    if cfg.xiaozhi.enabled:  # stock xiaozhi-esp32 boxes on the same port (OTA bootstrap + their WebSocket)
+        emotions = EmotionTable.load(cfg.path(cfg.xiaozhi.emotions))
+        endpoints.append(XiaozhiEndpoint.from_config(cfg.xiaozhi, emotions, s.max_frame_bytes))
+    ws_link = WebSocketLink(s.host, s.websocket_port, s.websocket_path, s.max_frame_bytes, endpoints)
     links: list[DeviceLink] = [ws_link]
     if cfg.screens.enabled:
         sc = cfg.screens
@@ -186,4 +196,7 @@ def connect_hints(cfg: GatewayConfig, port: int) -> list[str]:
     if cfg.coap.enabled:
         hints.append(f"coap://{host}:{cfg.coap.port}/gw/<device id>/up  (observe .../down)")
     hints += [f"serial {p.port} at {p.baud} baud" for p in cfg.serial.ports]
+    if cfg.xiaozhi.enabled:
+        ota_host = (lan_address() or host) if lan else cfg.server.host
+        hints.append(f"http://{ota_host}:{port}{cfg.xiaozhi.ota_path}  (xiaozhi-esp32 boxes: set this as their OTA URL)")
     return hints

@@ -179,6 +179,25 @@ class CoapConfig(_Section):
     session_idle_s: float = Field(120.0, gt=0, le=86400)
 
 
+class XiaozhiConfig(_Section):
+    """Stock xiaozhi-esp32 boxes: OTA bootstrap and their WebSocket protocol on server.websocket_port."""
+
+    enabled: bool = True
+    ota_path: str = Field("/xiaozhi/ota/", pattern=r"^/[A-Za-z0-9_./-]*$")
+    ws_path: str = Field("/xiaozhi/v1/", pattern=r"^/[A-Za-z0-9_./-]*$")
+    websocket_url: str = Field("", pattern=r"^(wss?://\S+)?$")  # "": derived from the OTA request's address
+    sample_rate: Literal[16000, 24000] = 24000
+    frame_duration_ms: Literal[20, 40, 60] = 60
+    max_ahead_ms: int = Field(1200, ge=100, le=2400)
+    emotions: Path = Path("config/xiaozhi_emotions.yaml")
+
+    @model_validator(mode="after")
+    def _distinct_paths(self) -> "XiaozhiConfig":
+        if self.ota_path.rstrip("/") == self.ws_path.rstrip("/"):
+            raise ValueError("ota_path and ws_path must differ")
+        return self
+
+
 class LoggingConfig(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
@@ -221,6 +240,7 @@ class GatewayConfig(_Section):
     serial: SerialConfig = SerialConfig()
     mqtt: MqttConfig = MqttConfig()
     coap: CoapConfig = CoapConfig()
+    xiaozhi: XiaozhiConfig = XiaozhiConfig()
     memory: MemoryConfig = MemoryConfig()
     mcp: McpConfig = McpConfig()
     logging: LoggingConfig = LoggingConfig()

@@ -102,6 +102,16 @@ class Authenticator:
         log.warning("%s: unregistered device %s let in because devices.open_enrolment is on "
                     "(turn it off outside a trusted LAN)", peer, hello.device_id)
 
+    async def issue_token(self, device_id: str, name: str) -> str | None:
+        """For a device that bootstraps itself (a xiaozhi box's OTA request): with open enrolment
+        register it if needed and return a new token (stored hashed); else None."""
+        if not self.open_enrolment:
+            return None
+        return await self._db.run(add_device, device_id, name)
+
+    async def is_registered(self, device_id: str) -> bool:
+        return await self._db.run(get_device, device_id) is not None
+
     async def check_credentials(self, username: str | None, password: str | None) -> bool:
         """For a broker login (username = device id, password = token): may this client connect?"""
         if username is None:

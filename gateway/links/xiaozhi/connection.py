@@ -1,0 +1,299 @@
+"""A xiaozhi-esp32 box as a `DeviceConnection`: its protocol translated to and from the wire contract.
+
+So the box's session runs through the same `serve_device`, voice pipeline, brain, memory,
+expression and screens as every other device. Inbound: the box's JSON hello -> `Hello` (PCM
+audio in/out, ACTION so Action/Sentiment arrive), Opus packets -> `AudioChunk` PCM, `listen stop`
+-> `AudioStop` (push-to-talk released), `abort` -> `Abort`; `listen start/detect` only set the
+mode / are logged. Outbound: `Welcome` -> hello reply, `Transcript` -> `stt`, a reply's first
+`ReplyText`/`AudioStart` -> `tts start`, `ReplyText(final=False)` -> `tts sentence_start`,
+Action/Sentiment -> one `llm {emotion}` per sentence, PCM -> Opus at the box's frame duration
+(paced so its queue never overflows), the closing `ReplyText(final=True)` -> `tts stop`.
+The xiaozhi protocol has no error message: a fatal `Error` closes the WebSocket with a close code
+and the reason, others are logged (and shown as an `alert` when the reply failed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from websockets.asyncio.server import ServerConnection
+from websockets.exceptions import ConnectionClosed
+
+from firmware_protocol import (
+    Abort,
+    Action,
+    AudioChunk,
+    AudioFormat,
+    AudioStart,
+    AudioStop,
+    Capability,
+    Error,
+    Hello,
+    Message,
+    ProtocolError,
+    ReplyText,
+    Sentiment,
+    StopReason,
+    Transcript,
+    Welcome,
+)
+from gateway.audio.opus import OpusDecodeError, OpusDecoder, OpusEncoder, OpusUnavailable, RATES
+from gateway.links.base import LinkClosed
+from gateway.links.xiaozhi import framing
+from gateway.links.xiaozhi.emotions import EMOJI, EmotionTable
+from gateway.links.xiaozhi.identity import bearer_token, device_id_of
+from gateway.links.xiaozhi.playback import BoxPlayback
+
+log = logging.getLogger(__name__)
+
+# Error codes that end a xiaozhi session, and the WebSocket close code each gets.
+CLOSE_CODES = {
+    "auth-failed": 1008,  # policy violation
+    "too-many-errors": 1008,
+    "hello-timeout": 1002,  # protocol error
+    "hello-required": 1002,
+    "bad-sequence": 1002,
+    framing.UNSUPPORTED_VERSION: 1002,
+    "malformed-message": 1007,  # invalid payload data
+    "unsupported-audio-format": 1003,  # unsupported data
+    "frame-too-large": 1009,  # message too big
+}
+ALERT_CODES = {"asr-failed", "tts-failed", "internal-error", "model-unavailable"}
+_MIC_STREAM = 1
+
+
+@dataclass(frozen=True)
+class XiaozhiSettings:
+    sample_rate: int = 24000  # reply audio to the box
+    frame_ms: int = 60
+    max_ahead_ms: int = 1200
+    max_frame_bytes: int = 65536
+
+
+class XiaozhiConnection:
+    def __init__(self, ws: ServerConnection, settings: XiaozhiSettings, emotions: EmotionTable,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        assert ws.request is not None
+        headers = ws.request.headers
+        host, port = ws.remote_address[:2]
+        self.mac = headers.get("Device-Id", "")
+        self.client_id = headers.get("Client-Id", "")
+        self.peer = f"xiaozhi {host}:{port} (Device-Id {self.mac or 'missing'})"
+        self._ws = ws
+        self._set = settings
+        self._emotions = emotions
+        self._clock = clock
+        self._token = bearer_token(headers.get("Authorization", ""))
+        self._user_agent = headers.get("User-Agent", "")
+        self._pending: ProtocolError | None = None
+        self.version = 1
+        try:
+            self.version = framing.check_version(headers.get("Protocol-Version"))
+        except ProtocolError as exc:
+            self._pending = exc
+        self.mode = "auto"
+        self._hello = False
+        self._session = ""
+        self._decoder: OpusDecoder | None = None
+        self._encoder: OpusEncoder | None = None
+        self._box = BoxPlayback(settings.max_ahead_ms)
+        self._seq = 0
+        self._speaking = False
+        self._action: str | None = None
+        self._sentiment: float | None = None
+        self._emotion: str | None = None
+        self._sent_ms = 0
+        self._closed = False
+
+    # ---- inbound ----------------------------------------------------------------------------
+    async def receive(self) -> Message | ProtocolError:
+        if self._pending is not None:
+            error, self._pending = self._pending, None
+            return error
+        while True:
+            try:
+                data = await self._ws.recv()
+            except ConnectionClosed as exc:
+                raise LinkClosed(str(exc)) from None
+            if len(data) > self._set.max_frame_bytes:
+                return ProtocolError("frame-too-large", f"frame of {len(data)} bytes exceeds the limit of {self._set.max_frame_bytes}")
+            try:
+                message = self._binary(data) if isinstance(data, bytes) else self._text(data)
+            except ProtocolError as exc:
+                return exc
+            if message is not None:
+                return message
+
+    def _binary(self, data: bytes) -> Message | None:
+        if not self._hello or self._decoder is None:
+            raise ProtocolError("hello-required", "binary frame before hello")
+        frame = framing.decode_binary(data, self.version)
+        if frame.kind == framing.TYPE_JSON:
+            return self._text(frame.payload)
+        try:
+            pcm = self._decoder.decode(frame.payload)
+        except OpusDecodeError as exc:
+            raise ProtocolError("bad-audio", exc.text) from None
+        self._seq += 1
+        return AudioChunk(stream_id=_MIC_STREAM, seq=self._seq, data=pcm)
+
+    def _text(self, text: str | bytes) -> Message | None:
+        msg = framing.parse_json(text)
+        kind = msg["type"]
+        if kind == "hello":
+            return self._on_hello(msg)
+        if not self._hello:
+            raise ProtocolError("hello-required", f"{kind!r} before hello")
+        if kind == "listen":
+            return self._on_listen(msg)
+        if kind == "abort":
+            return Abort(reason=str(msg.get("reason") or "abort from the box"))
+        if kind == "mcp":
+            log.debug("%s: mcp message ignored (the box's MCP tools are not used yet)", self.peer)
+        else:
+            log.info("%s: %r message ignored (not supported)", self.peer, kind)
+        return None
+
+    def _on_hello(self, msg: dict[str, Any]) -> Hello:
+        if self._hello:
+            raise ProtocolError("bad-sequence", "a second hello on the same connection")
+        if "version" in msg and msg["version"] != self.version:
+            raise ProtocolError(framing.UNSUPPORTED_VERSION,
+                                f"hello says version {msg['version']!r}, the Protocol-Version header {self.version}")
+        params = msg.get("audio_params") or {}
+        if not isinstance(params, dict):
+            raise ProtocolError("malformed-message", "audio_params must be an object")
+        fmt, rate, channels = params.get("format", "opus"), params.get("sample_rate", 16000), params.get("channels", 1)
+        if fmt != "opus" or rate not in RATES or channels != 1:
+            raise ProtocolError("unsupported-audio-format",
+                                f"microphone audio {fmt} {rate} Hz x{channels} is not supported (opus, mono, {RATES} Hz)")
+        device_id = device_id_of(self.mac)
+        if device_id is None:
+            raise ProtocolError("auth-failed", f"Device-Id header {self.mac!r} is not a MAC address: the box cannot be identified")
+        try:
+            self._decoder = OpusDecoder(rate)
+            self._encoder = OpusEncoder(self._set.sample_rate, self._set.frame_ms)
+        except OpusUnavailable as exc:
+            log.error("%s: %s", self.peer, exc.text)
+            raise ProtocolError("unsupported-audio-format", exc.text) from None
+        self._hello = True
+        features = msg.get("features") if isinstance(msg.get("features"), dict) else {}
+        log.info("%s: xiaozhi hello, protocol v%d, Client-Id %s, %s, features %s", self.peer, self.version,
+                 self.client_id or "-", self._user_agent or "no User-Agent", sorted(k for k, v in features.items() if v))
+        return Hello(
+            device_id=device_id,
+            token=self._token,
+            capabilities=Capability.AUDIO_IN | Capability.AUDIO_OUT | Capability.ACTION,
+            audio_in=AudioFormat(codec="pcm_s16le", sample_rate=rate, channels=1),
+            audio_out=AudioFormat(codec="pcm_s16le", sample_rate=self._set.sample_rate, channels=1),
+            firmware=self._user_agent[:120],
+        )
+
+    def _on_listen(self, msg: dict[str, Any]) -> Message | None:
+        state = msg.get("state")
+        if isinstance(msg.get("mode"), str):
+            self.mode = msg["mode"]
+        if state == "start":
+            log.debug("%s: listening (%s mode)", self.peer, self.mode)
+        elif state == "stop":
+            return AudioStop(stream_id=_MIC_STREAM, reason=StopReason.END)
+        elif state == "detect":
+            log.info("%s: wake word %r detected (the gateway listens to what follows)", self.peer, msg.get("text", ""))
+        else:
+            raise ProtocolError("malformed-message", f"listen state {state!r} is not start, stop or detect")
+        return None
+
+    # ---- outbound ---------------------------------------------------------------------------
+    async def send(self, message: Message) -> None:
+        try:
+            await self._send(message)
+        except ConnectionClosed as exc:
+            raise LinkClosed(str(exc)) from None
+
+    async def _json(self, msg: dict[str, Any]) -> None:
+        await self._ws.send(framing.dump(msg))
+
+    async def _send(self, message: Message) -> None:
+        if isinstance(message, AudioChunk):
+            await self._audio(message.data)
+        elif isinstance(message, ReplyText):
+            if not message.final:
+                await self._start_speaking()
+                await self._json(framing.tts(self._session, "sentence_start", message.text))
+            elif self._speaking:
+                await self._audio_packets(self._encoder.flush() if self._encoder else [])
+                self._speaking = False
+                await self._json(framing.tts(self._session, "stop"))
+        elif isinstance(message, AudioStart):
+            await self._start_speaking()
+            await self._send_emotion()
+        elif isinstance(message, AudioStop):
+            if message.reason == StopReason.ABORTED:
+                if self._encoder is not None:
+                    self._encoder.drop()
+                self._box.clear()
+            elif self._encoder is not None:
+                await self._audio_packets(self._encoder.flush())
+        elif isinstance(message, Action):
+            self._action = message.code
+        elif isinstance(message, Sentiment):
+            self._sentiment = message.tenths / 10
+        elif isinstance(message, Transcript):
+            if message.text:
+                await self._json(framing.stt(self._session, message.text))
+        elif isinstance(message, Welcome):
+            self._session = message.session_id
+            await self._json(framing.hello_reply(message.session_id, self._set.sample_rate, self._set.frame_ms))
+        elif isinstance(message, Error):
+            await self._error(message)
+        # VadEvent, Pong, ReadingAck and the expression packets it did not ask for: nothing to say.
+
+    async def _start_speaking(self) -> None:
+        if not self._speaking:
+            self._speaking = True
+            self._emotion = None
+            await self._json(framing.tts(self._session, "start"))
+
+    async def _send_emotion(self) -> None:
+        emotion = self._emotions.pick(self._action, self._sentiment)
+        self._action = self._sentiment = None
+        if emotion is not None and emotion != self._emotion:
+            self._emotion = emotion
+            await self._json(framing.llm(self._session, emotion, EMOJI[emotion]))
+
+    async def _audio(self, pcm: bytes) -> None:
+        if self._encoder is None:
+            return
+        await self._audio_packets(self._encoder.encode(pcm))
+
+    async def _audio_packets(self, packets: list[bytes]) -> None:
+        frame_ms = self._set.frame_ms
+        for packet in packets:
+            wait = self._box.wait_before(frame_ms, self._clock())
+            if wait > 0:
+                await asyncio.sleep(wait)
+            await self._ws.send(framing.encode_audio(packet, self.version, self._sent_ms))
+            self._box.sent(frame_ms, self._clock())
+            self._sent_ms += frame_ms
+
+    async def _error(self, error: Error) -> None:
+        code = CLOSE_CODES.get(error.code)
+        if code is not None:
+            await self._close(code, f"{error.code}: {error.text}")
+        elif error.code in ALERT_CODES:
+            log.warning("%s: %s shown on the box: %s", self.peer, error.code, error.text)
+            await self._json(framing.alert(self._session, "Error", error.text[:200], "sad"))
+        # Other codes (bad-audio, rate-limited...): serve_device has logged them; the session goes on.
+
+    async def _close(self, code: int, reason: str) -> None:
+        if not self._closed:
+            self._closed = True
+            await self._ws.close(code, reason.encode()[:120].decode(errors="ignore"))
+
+    async def close(self, reason: str = "") -> None:
+        await self._close(1000, reason)

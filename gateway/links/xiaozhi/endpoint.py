@@ -1,0 +1,64 @@
+"""The xiaozhi endpoints on the gateway's WebSocket server: the OTA bootstrap (HTTP) and the box's
+WebSocket, plugged into `WebSocketLink` (gateway/links/websocket.py routes by path)."""
+
+from __future__ import annotations
+
+import socket
+
+from websockets.asyncio.server import ServerConnection
+
+from gateway.config.sections import XiaozhiConfig
+from gateway.links.base import DeviceConnection
+from gateway.links.http_front import HttpReply, HttpRequest
+from gateway.links.xiaozhi.connection import XiaozhiConnection, XiaozhiSettings
+from gateway.links.xiaozhi.emotions import EmotionTable
+from gateway.links.xiaozhi.ota import Enrolment, OtaService
+
+
+def lan_address() -> str | None:
+    """This machine's address on its default route (what a box on the LAN reaches), if it has one.
+    No packet is sent: connecting a UDP socket only picks the outgoing interface."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("10.254.254.254", 9))
+            address = s.getsockname()[0]
+    except OSError:
+        return None
+    return None if address.startswith("127.") or address == "0.0.0.0" else address
+
+
+def _same(a: str, b: str) -> bool:
+    return a.rstrip("/") == b.rstrip("/")
+
+
+class XiaozhiEndpoint:
+    name = "xiaozhi"
+
+    def __init__(self, ota_path: str, ws_path: str, settings: XiaozhiSettings, emotions: EmotionTable,
+                 websocket_url: str = "", enrolment: Enrolment | None = None) -> None:
+        self.ota_path = ota_path
+        self.ws_path = ws_path
+        self.settings = settings
+        self.emotions = emotions
+        self.ota = OtaService(ws_path, websocket_url, enrolment)
+
+    @classmethod
+    def from_config(cls, x: XiaozhiConfig, emotions: EmotionTable, max_frame_bytes: int) -> "XiaozhiEndpoint":
+        settings = XiaozhiSettings(x.sample_rate, x.frame_duration_ms, x.max_ahead_ms, max_frame_bytes)
+        return cls(x.ota_path, x.ws_path, settings, emotions, x.websocket_url)
+
+    def attach(self, enrolment: Enrolment) -> None:
+        """The device registry (built by the composition root after the links)."""
+        self.ota.enrolment = enrolment
+
+    def owns_websocket(self, path: str) -> bool:
+        return _same(path, self.ws_path)
+
+    def owns_http(self, path: str) -> bool:
+        return _same(path, self.ota_path)
+
+    async def http(self, request: HttpRequest) -> HttpReply:
+        return await self.ota.handle(request)
+
+    def connection(self, ws: ServerConnection) -> DeviceConnection:
+        return XiaozhiConnection(ws, self.settings, self.emotions)

@@ -1,0 +1,121 @@
+"""The xiaozhi OTA bootstrap: what a box asks at every boot, and where it learns the WebSocket.
+
+The firmware (main/ota.cc) POSTs its system info JSON with the headers Device-Id (its MAC),
+Client-Id (a UUID), User-Agent (board/version)... and reads from the reply: `server_time`
+(sets its clock), `firmware` (an update only when `url` is set: never here), `websocket` (each
+key is saved: url, token) and, if present, `mqtt` (which would switch it to MQTT+UDP: not sent).
+Enrolment (devices.open_enrolment): on, a box gets a fresh token at each request (registered on
+the first one, stored hashed); off, a registered box gets the URL without a token (it keeps the
+one it has) and an unknown box no `websocket` section.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any, Protocol
+
+from gateway import __version__
+from gateway.links.http_front import HttpReply, HttpRequest
+from gateway.links.xiaozhi.identity import device_id_of
+
+log = logging.getLogger(__name__)
+
+
+class Enrolment(Protocol):
+    """The device registry as the OTA bootstrap needs it (gateway/devices/auth.py Authenticator)."""
+
+    open_enrolment: bool
+
+    async def issue_token(self, device_id: str, name: str) -> str | None:
+        """With open enrolment: register the device if needed and return a new token; else None."""
+        ...
+
+    async def is_registered(self, device_id: str) -> bool: ...
+
+
+def _json_reply(status: int, value: dict[str, Any]) -> HttpReply:
+    return HttpReply(status, json.dumps(value, ensure_ascii=False).encode(), "application/json")
+
+
+def _host(address: str) -> str:
+    try:
+        return f"[{address}]" if ipaddress.ip_address(address).version == 6 else address
+    except ValueError:
+        return address
+
+
+class OtaService:
+    def __init__(self, ws_path: str, websocket_url: str = "", enrolment: Enrolment | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.ws_path = ws_path
+        self.websocket_url = websocket_url
+        self.enrolment = enrolment  # None: no registry (tests of the protocol): the URL without a token
+        self._clock = clock
+
+    def url_for(self, request: HttpRequest) -> str:
+        """The WebSocket URL the box can reach: the address its request came in on."""
+        if self.websocket_url:
+            return self.websocket_url
+        host, port = request.local
+        return f"ws://{_host(host)}:{port}{self.ws_path}"
+
+    def status(self) -> HttpReply:
+        return HttpReply(200, (f"edge-voice-gateway {__version__}: xiaozhi OTA endpoint. "
+                               f"Boxes POST their system info here; their WebSocket is {self.ws_path}\n").encode())
+
+    async def handle(self, request: HttpRequest) -> HttpReply:
+        if request.method == "GET":
+            return self.status()
+        if request.method != "POST":
+            return HttpReply(405, b"use GET (status) or POST (a box's system info)\n")
+        peer = f"xiaozhi OTA {request.remote[0]}:{request.remote[1]}"
+        mac = request.headers.get("Device-Id", "")
+        device_id = device_id_of(mac)
+        if device_id is None:
+            log.warning("%s: refused: Device-Id header %r is not a MAC address", peer, mac)
+            return HttpReply(400, b"Device-Id header (the box's MAC address) missing or malformed\n")
+        try:
+            info = json.loads(request.body) if request.body.strip() else {}
+        except (ValueError, UnicodeDecodeError) as exc:
+            log.warning("%s (%s): refused: the system info is not JSON (%s)", peer, mac, exc)
+            return HttpReply(400, f"the body must be the box's system info as JSON: {exc}\n".encode())
+        if not isinstance(info, dict):
+            log.warning("%s (%s): refused: the system info is not a JSON object", peer, mac)
+            return HttpReply(400, b"the body must be a JSON object (the box's system info)\n")
+        app = info.get("application") if isinstance(info.get("application"), dict) else {}
+        version = str(app.get("version", ""))
+        offset = datetime.now().astimezone().utcoffset()
+        reply: dict[str, Any] = {
+            "server_time": {"timestamp": int(self._clock() * 1000),
+                            "timezone_offset": int(offset.total_seconds() // 60) if offset else 0},
+            "firmware": {"version": version, "url": ""},
+        }
+        websocket = await self._websocket(request, peer, mac, device_id, version)
+        if websocket is not None:
+            reply["websocket"] = websocket
+        return _json_reply(200, reply)
+
+    async def _websocket(self, request: HttpRequest, peer: str, mac: str, device_id: str, version: str) -> dict[str, Any] | None:
+        url = self.url_for(request)
+        if self.enrolment is None:
+            return {"url": url, "token": ""}
+        client = request.headers.get("Client-Id", "")
+        agent = request.headers.get("User-Agent", "")
+        token = await self.enrolment.issue_token(device_id, f"xiaozhi box {mac} client {client or '-'} {agent}".strip())
+        if token is not None:
+            log.info("%s (%s): box %s (firmware %s) bootstrapped: token issued, WebSocket %s", peer, mac, device_id, version or "?", url)
+            return {"url": url, "token": token}
+        if await self.enrolment.is_registered(device_id):
+            log.info("%s (%s): registered box %s bootstrapped (keeps its token), WebSocket %s", peer, mac, device_id, url)
+            return {"url": url}
+        log.warning("%s (%s): unknown box %s not enrolled: devices.open_enrolment is off, so it gets no "
+                    "WebSocket (turn enrolment on while it boots once)", peer, mac, device_id)
+        return None
+
+
+OtaHandler = Callable[[HttpRequest], Awaitable[HttpReply]]

@@ -1,0 +1,214 @@
+"""A xiaozhi-esp32 box emulator, written from the firmware (78/xiaozhi-esp32: main/ota.cc,
+main/protocols/websocket_protocol.cc, protocol.cc, main/application.cc):
+
+* OTA: POST the system info JSON with Device-Id / Client-Id / User-Agent / Activation-Version;
+  keep `websocket.url` / `websocket.token` from the reply.
+* WebSocket: headers Authorization (`Bearer ` added), Protocol-Version, Device-Id, Client-Id;
+  send the JSON hello, wait 10 s for the server's hello (its audio_params set the decoder).
+* Microphone: 16 kHz mono Opus in 60 ms packets (framed per protocol version 1/2/3).
+* Incoming audio is decoded only while Speaking (between `tts start` and `tts stop`), as the
+  firmware drops it otherwise; its decode queue holds 2.4 s (40 x 60 ms), the rest is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import struct
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+from gateway.audio.opus import OpusDecoder, OpusEncoder
+from gateway.audio.pcm import float_to_s16le, s16le_to_float
+
+QUEUE_PACKETS = 40  # MAX_DECODE_PACKETS_IN_QUEUE = 2400 ms / 60 ms
+
+
+async def http_post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+    """A minimal HTTP/1.1 client (the box's esp_http_client does no more)."""
+    rest = url.split("://", 1)[1]
+    hostport, _, path = rest.partition("/")
+    host, _, port = hostport.partition(":")
+    reader, writer = await asyncio.open_connection(host, int(port or 80))
+    head = "".join(f"{k}: {v}\r\n" for k, v in {**headers, "Host": hostport, "Content-Length": str(len(body))}.items())
+    writer.write(f"POST /{path} HTTP/1.1\r\n{head}\r\n".encode() + body)
+    await writer.drain()
+    data = await asyncio.wait_for(reader.read(), 10)
+    writer.close()
+    status_line, _, rest_bytes = data.partition(b"\r\n")
+    _, _, payload = rest_bytes.partition(b"\r\n\r\n")
+    return int(status_line.split()[1]), payload
+
+
+@dataclass
+class XiaozhiBox:
+    mac: str = "a0:b1:c2:d3:e4:f5"
+    client_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    version: int = 1  # binary protocol version (the OTA reply may not set it: the firmware's default is 1)
+    firmware: str = "1.9.2"
+    ws_url: str = ""
+    token: str = ""
+    ws: ClientConnection | None = None
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    speaking: bool = False
+    reply_pcm: bytearray = field(default_factory=bytearray)  # decoded reply audio (all replies)
+    packets_received: int = 0
+    packets_dropped: int = 0  # arrived while not Speaking (the firmware drops them)
+    queue_peak: int = 0  # most packets ahead of real-time playback (the firmware's queue)
+    server_rate: int = 24000
+    server_frame_ms: int = 60
+    session_id: str = ""
+    first_audio_at: float | None = None
+    events: list[str] = field(default_factory=list)  # in arrival order: "tts:start", "stt", "llm", "audio"...
+
+    def __post_init__(self) -> None:
+        self._encoder = OpusEncoder(16000, 60)
+        self._decoder: OpusDecoder | None = None
+        self._changed = asyncio.Event()
+        self._reader: asyncio.Task[None] | None = None
+        self._play_ends = 0.0
+
+    # ---- bootstrap ------------------------------------------------------------------------
+    def system_info(self) -> dict[str, Any]:
+        return {"version": 2, "language": "en-US", "flash_size": 16777216, "minimum_free_heap_size": "123456",
+                "mac_address": self.mac, "uuid": self.client_id, "chip_model_name": "esp32s3",
+                "application": {"name": "xiaozhi", "version": self.firmware, "compile_time": "2026-01-01T00:00:00Z"},
+                "board": {"type": "bread-compact-wifi", "name": "bread-compact-wifi"}}
+
+    def ota_headers(self) -> dict[str, str]:
+        return {"Activation-Version": "1", "Device-Id": self.mac, "Client-Id": self.client_id,
+                "User-Agent": f"bread-compact-wifi/{self.firmware}", "Accept-Language": "en-US",
+                "Content-Type": "application/json"}
+
+    async def ota(self, url: str) -> tuple[int, dict[str, Any] | bytes]:
+        status, body = await http_post(url, json.dumps(self.system_info()).encode(), self.ota_headers())
+        if status != 200:
+            return status, body
+        reply = json.loads(body)
+        for key, value in reply.get("websocket", {}).items():  # the firmware saves each key
+            setattr(self, {"url": "ws_url", "token": "token", "version": "version"}[key], value)
+        return status, reply
+
+    # ---- the audio channel ----------------------------------------------------------------
+    async def open(self, hello: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> dict[str, Any]:
+        h = {"Protocol-Version": str(self.version), "Device-Id": self.mac, "Client-Id": self.client_id}
+        if self.token:
+            h["Authorization"] = self.token if " " in self.token else f"Bearer {self.token}"
+        h.update(headers or {})
+        self.ws = await connect(self.ws_url, additional_headers=h, compression=None)
+        self._reader = asyncio.create_task(self._read())
+        await self.send_json(hello or {"type": "hello", "version": self.version, "features": {"mcp": True},
+                                       "transport": "websocket",
+                                       "audio_params": {"format": "opus", "sample_rate": 16000, "channels": 1, "frame_duration": 60}})
+        return await self.wait_for(lambda m: m.get("type") == "hello", 10)
+
+    async def close(self) -> None:
+        if self.ws is not None:
+            await self.ws.close()
+        if self._reader is not None:
+            await asyncio.gather(self._reader, return_exceptions=True)
+
+    async def send_json(self, msg: dict[str, Any]) -> None:
+        assert self.ws is not None
+        await self.ws.send(json.dumps(msg))
+
+    async def listen(self, mode: str = "auto") -> None:
+        await self.send_json({"session_id": self.session_id, "type": "listen", "state": "start", "mode": mode})
+
+    async def stop_listening(self) -> None:
+        await self.send_json({"session_id": self.session_id, "type": "listen", "state": "stop"})
+
+    async def abort(self) -> None:
+        self.speaking = False  # the firmware stops playing at once
+        await self.send_json({"session_id": self.session_id, "type": "abort"})
+
+    def frame(self, packet: bytes, timestamp: int = 0) -> bytes:
+        if self.version == 2:
+            return struct.pack(">HHIII", 2, 0, 0, timestamp, len(packet)) + packet
+        if self.version == 3:
+            return struct.pack(">BBH", 0, 0, len(packet)) + packet
+        return packet
+
+    async def say(self, audio16k: np.ndarray, silence_s: float = 0.0, pace: float = 0.0) -> None:
+        """Stream microphone audio (float32 at 16 kHz) as 60 ms Opus packets; `pace` s between packets."""
+        assert self.ws is not None
+        samples = np.concatenate([audio16k, np.zeros(int(silence_s * 16000), np.float32)])
+        packets = self._encoder.encode(float_to_s16le(samples)) + self._encoder.flush()
+        for i, packet in enumerate(packets):
+            await self.ws.send(self.frame(packet, i * 60))
+            await asyncio.sleep(pace)
+
+    # ---- what the box heard -----------------------------------------------------------------
+    def of_type(self, kind: str, **match: Any) -> list[dict[str, Any]]:
+        return [m for m in self.messages if m.get("type") == kind and all(m.get(k) == v for k, v in match.items())]
+
+    async def wait_for(self, predicate, timeout: float = 20) -> dict[str, Any]:
+        async with asyncio.timeout(timeout):
+            while True:
+                for m in self.messages:
+                    if predicate(m):
+                        return m
+                self._changed.clear()
+                await self._changed.wait()
+
+    async def wait_until(self, condition, timeout: float = 20) -> None:
+        async with asyncio.timeout(timeout):
+            while not condition():
+                self._changed.clear()
+                await self._changed.wait()
+
+    def reply_audio(self) -> np.ndarray:
+        return s16le_to_float(bytes(self.reply_pcm))
+
+    async def _read(self) -> None:
+        assert self.ws is not None
+        loop = asyncio.get_running_loop()
+        try:
+            async for data in self.ws:
+                if isinstance(data, str):
+                    msg = json.loads(data)
+                    self.messages.append(msg)
+                    self.events.append(msg.get("type", "?") + (f":{msg['state']}" if "state" in msg else ""))
+                    self._on_json(msg)
+                else:
+                    self.events.append("audio")
+                    self._on_audio(data, loop.time())
+                self._changed.set()
+        except ConnectionClosed:
+            pass
+        finally:
+            self._changed.set()
+
+    def _on_json(self, msg: dict[str, Any]) -> None:
+        if msg.get("type") == "hello":
+            params = msg.get("audio_params", {})
+            self.server_rate = params.get("sample_rate", 24000)
+            self.server_frame_ms = params.get("frame_duration", 60)
+            self.session_id = msg.get("session_id", "")
+            self._decoder = OpusDecoder(self.server_rate)
+        elif msg.get("type") == "tts" and msg.get("state") == "start":
+            self.speaking = True
+        elif msg.get("type") == "tts" and msg.get("state") == "stop":
+            self.speaking = False
+
+    def _on_audio(self, data: bytes, now: float) -> None:
+        self.packets_received += 1
+        if not self.speaking or self._decoder is None:
+            self.packets_dropped += 1
+            return
+        payload = data[16:] if self.version == 2 else data[4:] if self.version == 3 else data
+        if self.first_audio_at is None:
+            self.first_audio_at = now
+        frame_s = self.server_frame_ms / 1000
+        self._play_ends = max(self._play_ends, now) + frame_s
+        queued = round((self._play_ends - now) / frame_s)
+        self.queue_peak = max(self.queue_peak, queued)
+        if queued > QUEUE_PACKETS:
+            self.packets_dropped += 1
+            return
+        self.reply_pcm += self._decoder.decode(payload)
