@@ -26,6 +26,10 @@ from websockets.exceptions import ConnectionClosed
 from gateway.audio.opus import OpusDecoder, OpusEncoder
 from gateway.audio.pcm import float_to_s16le, s16le_to_float
 
+class BoxClosed(Exception):
+    """The gateway closed the WebSocket while the box waited for something."""
+
+
 QUEUE_PACKETS = 40  # MAX_DECODE_PACKETS_IN_QUEUE = 2400 ms / 60 ms
 
 
@@ -153,6 +157,9 @@ class XiaozhiBox:
                 for m in self.messages:
                     if predicate(m):
                         return m
+                if self._reader is not None and self._reader.done():
+                    assert self.ws is not None
+                    raise BoxClosed(f"{self.ws.close_code} {self.ws.close_reason}")
                 self._changed.clear()
                 await self._changed.wait()
 
