@@ -1,4 +1,9 @@
-"""Composition root: the one place that builds the engines, brain and links and wires them."""
+"""Composition root: the one place that builds the engines, brain, memory and links and wires them.
+
+`load_runner` loads the models; `build_gateway` builds the rest from the config (the memory and
+the default links included); `Gateway.serve` runs it all in one TaskGroup. Benchmarks and tests
+construct `Gateway(cfg, runner, links, memory=...)` directly with the parts they want.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +31,7 @@ from gateway.engines.runner import EngineRunner
 from gateway.expression.service import ExpressionService
 from gateway.screens.server import ScreensServer
 from gateway.screens.tls import server_context
-from gateway.links.base import DeviceConnection, DeviceLink
+from gateway.links.base import DeviceConnection, DeviceLink, LinkServices
 from gateway.memory.readings import consume_readings
 from gateway.memory.alerts import speak_alerts
 from gateway.memory.events import Alert
@@ -71,9 +76,6 @@ class Gateway:
     memory: MemoryService | None = None  # started and closed by serve()
 
     def __post_init__(self) -> None:
-        for link in self.links:  # links that watch the gateway's events (the LAN screens)
-            if isinstance(link, ScreensServer):
-                link.attach_bus(self.bus)
         self.mcp_clients = build_mcp_clients(self.cfg)  # external MCP servers' tools (connected by serve)
         self.brain = build_brain(self.cfg, self.memory, self.registry.connected, self.mcp_clients)
         self.db = Database(self.cfg.path(self.cfg.devices.database))
@@ -83,13 +85,10 @@ class Gateway:
         self.auth = Authenticator(self.db, self.cfg.devices.open_enrolment)
         days = self.cfg.devices.readings_retention_days
         self.retention = ReadingRetention(self.db, days) if days else None  # 0: keep readings forever
-        for link in self.links:  # xiaozhi boxes enrol through their OTA bootstrap
-            for endpoint in link.endpoints if isinstance(link, WebSocketLink) else ():
-                if isinstance(endpoint, XiaozhiEndpoint):
-                    endpoint.attach(self.auth)
-        for link in self.links:
-            if isinstance(link, MqttLink):  # the embedded broker checks logins against the registry
-                link.credential_check = self.auth.check_credentials
+        # What each link may take when served: the LAN screens follow the bus, the embedded MQTT
+        # broker checks device logins against the registry, xiaozhi boxes enrol through it.
+        self.link_services = LinkServices(bus=self.bus, check_credentials=self.auth.check_credentials,
+                                          enrolment=self.auth)
         self.services = SessionServices(
             cfg=self.cfg,
             runner=self.runner,
@@ -105,26 +104,41 @@ class Gateway:
         await serve_device(conn, self.services)
 
     async def serve(self, ready: asyncio.Event | None = None) -> None:
-        """Run every link until cancelled; `ready` is set once all of them listen."""
+        """Run every link until cancelled; `ready` is set once all of them listen. A link that
+        cannot listen (OSError) ends serve with that error, so a caller waiting for `ready` must
+        also watch this coroutine (see gateway/cli/run.py)."""
         events = [asyncio.Event() for _ in self.links]
         if self.memory is not None:
             await self.memory.start()
-        async with asyncio.TaskGroup() as tg:
+        try:
+            async with asyncio.TaskGroup() as tg:
+                if self.memory is not None:
+                    tg.create_task(self._serve_memory(self.memory), name="memory")
+                if self.mcp_clients is not None:  # in the background: a missing server delays nothing
+                    tg.create_task(self.mcp_clients.run(), name="mcp-clients")
+                if self.retention is not None:
+                    tg.create_task(self.retention.run(), name="readings-retention")
+                for link, event in zip(self.links, events):
+                    tg.create_task(self._serve_link(link, event), name=f"link-{link.name}")
+                await asyncio.gather(*(e.wait() for e in events))
+                if ready is not None:
+                    ready.set()
+        finally:  # every task has ended: the brain's last memory writes, then the memory itself
+            await drain_brain(self.brain)
             if self.memory is not None:
-                tg.create_task(self._serve_memory(self.memory), name="memory")
-            if self.mcp_clients is not None:  # in the background: a missing server delays nothing
-                tg.create_task(self.mcp_clients.run(), name="mcp-clients")
-            if self.retention is not None:
-                tg.create_task(self.retention.run(), name="readings-retention")
-            for link, event in zip(self.links, events):
-                tg.create_task(link.serve(self._handle, event), name=f"link-{link.name}")
-            await asyncio.gather(*(e.wait() for e in events))
-            if ready is not None:
-                ready.set()
+                await self.memory.close()
+
+    async def _serve_link(self, link: DeviceLink, ready: asyncio.Event) -> None:
+        try:
+            await link.serve(self._handle, ready, self.link_services)
+        except* OSError as failed:  # (a link with its own TaskGroup raises it in a group)
+            log.error("link %s: listen-failed: %s", link.name, "; ".join(str(e) for e in failed.exceptions))
+            raise
+        raise RuntimeError(f"link {link.name} stopped serving")  # links serve until cancelled
 
 
     async def _serve_memory(self, memory: MemoryService) -> None:
-        """Readings -> memories, and (mcp.http) the MCP endpoint; closes the memory at the end."""
+        """Readings -> memories, alerts, the daily reflection, and (mcp.http) the MCP endpoint."""
         sub = self.bus.subscribe(ReadingStored, name="memory")
         alerts = self.bus.subscribe(Alert, name="memory-alerts")
         devices = GatewayDevices(self.registry)
@@ -139,7 +153,7 @@ class Gateway:
         try:
             await install_rules(memory, m.rules)
             async with asyncio.TaskGroup() as tg:
-                tg.create_task(consume_readings(memory, sub, on_remembered=remembered))
+                tg.create_task(consume_readings(memory, sub, on_remembered=remembered), name="memory-readings")
                 tg.create_task(scheduler.run(), name="memory-scheduler")
                 tg.create_task(speak_alerts(alerts, devices.connected, devices.say, devices.can_speak), name="memory-alerts")
                 if self.cfg.mcp.http:
@@ -151,8 +165,14 @@ class Gateway:
         finally:
             sub.close()
             alerts.close()
-            await drain_brain(self.brain)
-            await memory.close()
+
+
+def build_gateway(cfg: GatewayConfig, runner: EngineRunner, progress: Callable[[str], None],
+                  links: list[DeviceLink] | None = None) -> Gateway:
+    """The gateway `gateway run` serves: the memory (memory.enabled; loads its embedding model)
+    and the configured links (`default_links`) unless `links` are given."""
+    memory = MemoryService.from_config(cfg, progress=progress) if cfg.memory.enabled else None
+    return Gateway(cfg, runner, default_links(cfg) if links is None else links, memory=memory)
 
 
 def default_links(cfg: GatewayConfig) -> list[DeviceLink]:

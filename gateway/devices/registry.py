@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 
 from firmware_protocol import Capability
+from gateway.devices.sayer import Sayer
 from gateway.links.base import DeviceConnection
 
 log = logging.getLogger(__name__)
@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 class SessionRegistry:
     def __init__(self) -> None:
         self._conns: dict[str, DeviceConnection] = {}
-        self._speakers: dict[str, Any] = {}  # device id -> its Conversation (for say / alerts)
+        self._speakers: dict[str, Sayer | None] = {}  # device id -> its conversation (say / alerts)
         self._caps: dict[str, int] = {}  # device id -> Hello.capabilities
         self._changed = asyncio.Event()  # set (and replaced) whenever a device comes or goes
 
@@ -32,13 +32,16 @@ class SessionRegistry:
             while not condition(self):
                 await self._changed.wait()
 
-    @contextmanager
-    def register(self, device_id: str, conn: DeviceConnection, speaker: Any = None,
-                 capabilities: int = Capability.AUDIO_IN | Capability.AUDIO_OUT) -> Iterator[None]:
+    @asynccontextmanager
+    async def register(self, device_id: str, conn: DeviceConnection, speaker: Sayer | None = None,
+                       capabilities: int = Capability.AUDIO_IN | Capability.AUDIO_OUT) -> AsyncIterator[None]:
+        """Registered for the body's duration. A connection it replaces is closed alongside (a dead
+        peer's close may take the link's close timeout); that close is awaited at the end."""
         old = self._conns.get(device_id)
+        closing: asyncio.Task[None] | None = None
         if old is not None and old is not conn:
             log.info("%s: device %s reconnected from %s; closing the old connection", old.peer, device_id, conn.peer)
-            asyncio.get_running_loop().create_task(old.close("replaced by a newer connection"))
+            closing = asyncio.create_task(old.close("replaced by a newer connection"), name=f"close {old.peer}")
         self._conns[device_id] = conn
         self._speakers[device_id] = speaker
         self._caps[device_id] = capabilities
@@ -51,6 +54,8 @@ class SessionRegistry:
                 self._speakers.pop(device_id, None)
                 self._caps.pop(device_id, None)
                 self._notify()
+            if closing is not None:
+                await _closed(closing)
 
     def connected(self) -> list[str]:
         return sorted(self._conns)
@@ -62,6 +67,14 @@ class SessionRegistry:
         """Connected and announced AUDIO_OUT in its Hello (it can play what the gateway says)."""
         return bool(self._caps.get(device_id, 0) & Capability.AUDIO_OUT)
 
-    def speaker(self, device_id: str) -> Any:
-        """The device's conversation (it has `async say(text)`), or None."""
+    def speaker(self, device_id: str) -> Sayer | None:
+        """The device's conversation (it can `say(text)`), or None."""
         return self._speakers.get(device_id)
+
+
+async def _closed(closing: asyncio.Task[None]) -> None:
+    """Wait for a replaced connection's close; its failure is only logged (the peer is gone anyway)."""
+    try:
+        await closing
+    except Exception as exc:  # boundary: closing a dead peer's socket may fail in many ways
+        log.info("%s: closing the replaced connection failed (%s)", closing.get_name(), exc)

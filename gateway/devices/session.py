@@ -141,7 +141,7 @@ async def serve_device(conn: DeviceConnection, services: SessionServices) -> Non
             services.on_metrics,
             on_sentence=services.expression.hook_for(hello.device_id, hello.capabilities) if services.expression else None,
         )
-        with services.registry.register(hello.device_id, conn, conversation, hello.capabilities):
+        async with services.registry.register(hello.device_id, conn, conversation, hello.capabilities):
             await _dispatch(peer, conversation, services, hello.device_id)
     except LinkClosed as exc:
         log.info("%s: disconnected (%s)", peer.name, exc)

@@ -1,7 +1,7 @@
 """The one interface between transports and the core.
 
-A *link* (WebSocket, in-memory, later MQTT/CoAP/serial) accepts device connections and hands
-each one to the core as a `DeviceConnection`. The link turns bytes into messages of the wire
+A *link* (WebSocket, MQTT, CoAP, serial, the LAN screens, in-memory) accepts device connections
+and hands each one to the core as a `DeviceConnection`. The link turns bytes into messages of the wire
 contract; bytes that do not decode come out as a `ProtocolError` value (not an exception), so the
 core answers with an `Error` message, logs the peer and the reason, and keeps serving.
 """
@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 from firmware_protocol import Message, ProtocolError
+
+if TYPE_CHECKING:
+    from gateway.bus import EventBus
 
 
 class LinkClosed(Exception):
@@ -36,9 +40,44 @@ class DeviceConnection(Protocol):
 ConnectionHandler = Callable[[DeviceConnection], Awaitable[None]]
 
 
+# (username or None, password or None) -> may this client log in? (a broker's device logins)
+CredentialCheck = Callable[[str | None, str | None], Awaitable[bool]]
+
+
+async def open_door(username: str | None, password: str | None) -> bool:
+    return True
+
+
+class Enrolment(Protocol):
+    """The device registry as a link's own enrolment needs it (gateway/devices/auth.py
+    Authenticator; the xiaozhi OTA bootstrap)."""
+
+    open_enrolment: bool
+
+    async def issue_token(self, device_id: str, name: str) -> str | None:
+        """With open enrolment: register the device if needed and return a new token; else None."""
+        ...
+
+    async def is_registered(self, device_id: str) -> bool: ...
+
+
+@dataclass(frozen=True)
+class LinkServices:
+    """What the gateway hands every link when it serves it; each link takes what it needs (the
+    LAN screens follow the bus, the embedded MQTT broker checks logins, the xiaozhi OTA bootstrap
+    enrols boxes). The defaults suit a link served on its own (tests, benchmarks): no events,
+    every login accepted, no enrolment."""
+
+    bus: EventBus | None = None
+    check_credentials: CredentialCheck = open_door
+    enrolment: Enrolment | None = None
+
+
 class DeviceLink(Protocol):
     name: str
 
-    async def serve(self, handler: ConnectionHandler, ready: asyncio.Event | None = None) -> None:
-        """Accept connections and run `handler` for each until cancelled. Sets `ready` once listening."""
+    async def serve(self, handler: ConnectionHandler, ready: asyncio.Event | None = None,
+                    services: LinkServices | None = None) -> None:
+        """Accept connections and run `handler` for each until cancelled. Sets `ready` once listening.
+        Raises OSError when it cannot listen (the port is taken): it never returns before `ready`."""
         ...

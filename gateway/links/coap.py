@@ -27,7 +27,7 @@ from aiocoap import interfaces, resource
 
 from firmware_protocol import Hello, Message, ProtocolError, decode, encode_stream_frame
 from firmware_protocol.messages import DEVICE_ID_PATTERN
-from gateway.links.base import ConnectionHandler, LinkClosed
+from gateway.links.base import ConnectionHandler, LinkClosed, LinkServices
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +200,8 @@ class CoapLink:
                     conn.end(f"idle for {self.session_idle_s:g} s")
                     conn.end_observations(f"session ended after {self.session_idle_s:g} s idle; send Hello")
 
-    async def serve(self, handler: ConnectionHandler, ready: asyncio.Event | None = None) -> None:
+    async def serve(self, handler: ConnectionHandler, ready: asyncio.Event | None = None,
+                    services: LinkServices | None = None) -> None:
         self._handler = handler
         site = resource.Site()
         site.add_resource(["gw"], DeviceResources(self))
@@ -212,12 +213,10 @@ class CoapLink:
                 context = await aiocoap.Context.create_server_context(
                     site, bind=(self.host, self.port), transports=["udp6"]
                 )
-            except OSError as exc:
-                log.error("coap: cannot listen on udp %s:%d (%s). CoAP devices cannot connect; change coap.port",
+            except OSError as exc:  # the gateway's start-up names the port, its key and its holder
+                log.error("coap: cannot listen on udp %s:%d (%s); change coap.port",
                           self.host, self.port, exc.strerror or exc)
-                if ready is not None:
-                    ready.set()
-                return
+                raise
             try:
                 log.info("coap: listening on udp %s:%d", self.host, self.port)
                 tg.create_task(self._expire_idle(), name="coap-idle")

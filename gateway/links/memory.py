@@ -10,7 +10,7 @@ import asyncio
 import itertools
 
 from firmware_protocol import Message, ProtocolError, decode, encode
-from gateway.links.base import ConnectionHandler, LinkClosed
+from gateway.links.base import ConnectionHandler, LinkClosed, LinkServices
 
 _CLOSED = None
 
@@ -78,7 +78,8 @@ class MemoryLink:
         self._pending.put_nowait(MemoryEndpoint(f"memory #{n}", up, down))
         return MemoryEndpoint(f"memory device #{n}", down, up)
 
-    async def serve(self, handler: ConnectionHandler, ready: asyncio.Event | None = None) -> None:
+    async def serve(self, handler: ConnectionHandler, ready: asyncio.Event | None = None,
+                    services: LinkServices | None = None) -> None:
         if ready is not None:
             ready.set()
         async with asyncio.TaskGroup() as tg:

@@ -24,8 +24,8 @@ import paho.mqtt.client as paho
 from firmware_protocol import AudioChunk, Hello, Message, ProtocolError, decode, encode
 from firmware_protocol.messages import DEVICE_ID_PATTERN
 from gateway.links.mqtt_dedup import RedeliveryFilter
-from gateway.links.base import ConnectionHandler, LinkClosed
-from gateway.links.mqtt_broker import CredentialCheck, EmbeddedBroker
+from gateway.links.base import ConnectionHandler, LinkClosed, LinkServices
+from gateway.links.mqtt_broker import EmbeddedBroker
 from gateway.links.mqtt_client import AsyncPaho, MqttConnectError
 
 log = logging.getLogger(__name__)
@@ -101,10 +101,10 @@ class MqttLink:
         inbox_messages: int = 256,
         offline_queue: int = 1000,
     ) -> None:
-        """`embedded`: run the broker in-process on host:port (the link then logs in to it)."""
+        """`embedded`: run the broker in-process on host:port (the link then logs in to it); its
+        device logins are checked by `services.check_credentials` (the gateway's Authenticator)."""
         self.host, self.port = host, port
         self.embedded = embedded
-        self.credential_check: CredentialCheck = _open_door  # the gateway hands in its Authenticator
         self.prefix = topic_prefix
         self.protocol = protocol
         self.client_id = client_id
@@ -172,19 +172,18 @@ class MqttLink:
         if self.connections.get(conn.device_id) is conn:
             del self.connections[conn.device_id]
 
-    async def serve(self, handler: ConnectionHandler, ready: asyncio.Event | None = None) -> None:
+    async def serve(self, handler: ConnectionHandler, ready: asyncio.Event | None = None,
+                    services: LinkServices | None = None) -> None:
         self._handler = handler
         broker = None
         if self.embedded:
-            broker = EmbeddedBroker(self.host, self.port, self.prefix, self.credential_check)
+            broker = EmbeddedBroker(self.host, self.port, self.prefix, (services or LinkServices()).check_credentials)
             try:
                 await broker.start()
-            except Exception as exc:  # amqtt raises BrokerError wrapping the OSError
-                log.error("mqtt: the embedded broker cannot listen on %s:%d (%s). MQTT devices cannot connect; "
-                          "change mqtt.port or set mqtt.host to an external broker", self.host, self.port, exc)
-                if ready is not None:
-                    ready.set()
-                return
+            except OSError as exc:  # the gateway's start-up names the port, its key and its holder
+                log.error("mqtt: the embedded broker cannot listen on %s:%d (%s); change mqtt.port or set "
+                          "mqtt.host to an external broker", self.host, self.port, exc.strerror or exc)
+                raise
             self.port = broker.port
             self.username, self.password = broker.gateway_user, broker.gateway_password
         try:
@@ -225,10 +224,6 @@ class MqttLink:
             self.connected.clear()
             # Device sessions live on: the persistent session delivers what was queued meanwhile.
             log.warning("mqtt: lost the broker %s:%d; reconnecting", self.host, self.port)
-
-
-async def _open_door(username: str | None, password: str | None) -> bool:
-    return True
 
 
 def _valid_device_id(device_id: str) -> bool:

@@ -13,19 +13,18 @@ from __future__ import annotations
 import hmac
 import logging
 import secrets
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from amqtt.broker import Broker
+from amqtt.errors import BrokerError
 from amqtt.contexts import Action
 from amqtt.plugins.base import BaseAuthPlugin, BaseTopicPlugin
 from amqtt.session import Session
 
-log = logging.getLogger(__name__)
+from gateway.links.base import CredentialCheck
 
-# (username or None, password or None) -> allowed?
-CredentialCheck = Callable[[str | None, str | None], Awaitable[bool]]
+log = logging.getLogger(__name__)
 
 
 class DeviceAuthPlugin(BaseAuthPlugin):
@@ -89,10 +88,29 @@ class EmbeddedBroker:
         return await self._device_check(username, password)
 
     async def start(self) -> None:
-        await self._broker.start()
+        """Listen; raises OSError when the port cannot be bound (amqtt's own traceback muted)."""
+        amqtt_log = logging.getLogger("amqtt.broker")
+        mute = _StartupFailure()
+        amqtt_log.addFilter(mute)
+        try:
+            await self._broker.start()
+        except BrokerError as exc:
+            cause = exc.__cause__ or exc.__context__
+            if isinstance(cause, OSError):
+                raise cause from None
+            raise
+        finally:
+            amqtt_log.removeFilter(mute)
         server = self._broker._servers["default"]  # the bound port, when port 0 was asked for
         self.port = server.instance.sockets[0].getsockname()[1]
         log.info("mqtt broker (embedded) listening on %s:%d", self.host, self.port)
 
     async def stop(self) -> None:
         await self._broker.shutdown()
+
+
+class _StartupFailure(logging.Filter):
+    """Drops amqtt's "Broker startup failed" traceback: the error is raised and reported once."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Broker startup failed")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import serial
 
 from firmware_protocol import Message, ProtocolError, StreamDeframer, encode_stream_frame
-from gateway.links.base import ConnectionHandler, LinkClosed
+from gateway.links.base import ConnectionHandler, LinkClosed, LinkServices
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,8 @@ class SerialLink:
         self.max_frame_bytes = max_frame_bytes
         self.opened: dict[str, int] = {p.url: 0 for p in self.ports}  # times each port was opened
 
-    async def serve(self, handler: ConnectionHandler, ready: asyncio.Event | None = None) -> None:
+    async def serve(self, handler: ConnectionHandler, ready: asyncio.Event | None = None,
+                    services: LinkServices | None = None) -> None:
         tried = [asyncio.Event() for _ in self.ports]
         async with asyncio.TaskGroup() as tg:
             for port, first_try in zip(self.ports, tried):

@@ -19,7 +19,7 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 
 from firmware_protocol import Message, ProtocolError, decode, encode
-from gateway.links.base import ConnectionHandler, LinkClosed
+from gateway.links.base import ConnectionHandler, LinkClosed, LinkServices
 from gateway.links.base import DeviceConnection
 from gateway.links.http_front import HttpFrontConnection, HttpReply, HttpRequest
 
@@ -38,6 +38,10 @@ class WebSocketEndpoint(Protocol):
     async def http(self, request: HttpRequest) -> HttpReply: ...
 
     def connection(self, ws: ServerConnection) -> DeviceConnection: ...
+
+    def attach(self, services: LinkServices) -> None:
+        """Called once when the link starts serving, with what the gateway offers its links."""
+        ...
 
 
 class WebSocketConnection:
@@ -105,7 +109,11 @@ class WebSocketLink:
             return conn.respond(HTTPStatus.NOT_FOUND, f"devices connect to {self.path}\n")
         return None
 
-    async def serve(self, handler: ConnectionHandler, ready: asyncio.Event | None = None) -> None:
+    async def serve(self, handler: ConnectionHandler, ready: asyncio.Event | None = None,
+                    services: LinkServices | None = None) -> None:
+        for endpoint in self.endpoints:
+            endpoint.attach(services or LinkServices())
+
         async def on_connect(ws: ServerConnection) -> None:
             endpoint = self._endpoint(ws.request.path.split("?", 1)[0]) if ws.request is not None else None
             await handler(endpoint.connection(ws) if endpoint else WebSocketConnection(ws, self.max_frame_bytes))

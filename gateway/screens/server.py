@@ -20,8 +20,7 @@ import re
 import ssl
 from pathlib import Path
 
-from gateway.bus import EventBus
-from gateway.links.base import ConnectionHandler
+from gateway.links.base import ConnectionHandler, LinkServices
 from gateway.links.web import WebServer
 from gateway.screens.hub import ScreenHub
 
@@ -42,14 +41,10 @@ class ScreensServer:
         self.web = WebServer(host, port, path, self._route, self.hub.serve_screen, DEVICE_PATH, max_frame_bytes, tls)
         self.scheme = self.hub.scheme = "https" if tls is not None else "http"
         self._path = path
-        self._bus: EventBus | None = None
 
     @property
     def port(self) -> int:
         return self.web.port
-
-    def attach_bus(self, bus: EventBus) -> None:
-        self._bus = bus
 
     def _route(self, path: str, query: dict[str, str]) -> tuple[int, str, bytes] | None:
         if path in FILES:
@@ -63,9 +58,12 @@ class ScreensServer:
             return (200, "audio/wav", wav) if wav is not None else None
         return None
 
-    async def serve(self, handler: ConnectionHandler | None = None, ready: asyncio.Event | None = None) -> None:
-        """Serve until cancelled; `handler` runs the page's voice box connections (/device)."""
+    async def serve(self, handler: ConnectionHandler | None = None, ready: asyncio.Event | None = None,
+                    services: LinkServices | None = None) -> None:
+        """Serve until cancelled; `handler` runs the page's voice box connections (/device). The
+        screens follow the sentences, transcripts and alerts on `services.bus`."""
+        bus = services.bus if services is not None else None
         async with asyncio.TaskGroup() as tg:
-            if self._bus is not None:
-                tg.create_task(self.hub.consume(self._bus))
+            if bus is not None:
+                tg.create_task(self.hub.consume(bus), name="screens-hub")
             tg.create_task(self.web.serve(handler, ready))

@@ -37,9 +37,9 @@ def _alert(text: str, *devices: str) -> Alert:
 
 
 @pytest.fixture
-def registry():
+async def registry():
     reg = SessionRegistry()
-    with reg.register("box-anna", _Conn("a"), object()), \
+    async with reg.register("box-anna", _Conn("a"), object()), \
             reg.register("bp-anna", _Conn("b"), object(), SENSOR_ONLY), \
             reg.register("screen-anna", _Conn("c"), object(), SCREEN_ONLY), \
             reg.register("box-kitchen", _Conn("d"), object()):

@@ -11,6 +11,7 @@ from websockets.asyncio.client import connect
 
 from firmware_protocol import Transcript
 from gateway.bus import EventBus
+from gateway.links.base import LinkServices
 from gateway.expression.service import DeviceSaid
 from gateway.screens.server import ScreensServer
 
@@ -20,9 +21,8 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 async def test_a_screen_on_the_root_path_gets_messages_and_the_page_is_still_served() -> None:
     bus = EventBus()
     server = ScreensServer("127.0.0.1", 0, "/")
-    server.attach_bus(bus)
     ready = asyncio.Event()
-    task = asyncio.create_task(server.serve(None, ready))
+    task = asyncio.create_task(server.serve(None, ready, LinkServices(bus=bus)))
     try:
         await asyncio.wait_for(ready.wait(), 5)
         async with connect(f"ws://127.0.0.1:{server.port}/") as ws:

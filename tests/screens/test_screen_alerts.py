@@ -12,6 +12,7 @@ import pytest_asyncio
 from websockets.asyncio.client import connect
 
 from gateway.bus import EventBus
+from gateway.links.base import LinkServices
 from gateway.memory.events import Alert
 from gateway.screens.server import ScreensServer
 
@@ -22,9 +23,8 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 async def screens() -> AsyncIterator[tuple[str, EventBus]]:
     bus = EventBus()
     server = ScreensServer("127.0.0.1", 0, "/screen")
-    server.attach_bus(bus)
     ready = asyncio.Event()
-    task = asyncio.create_task(server.serve(None, ready))
+    task = asyncio.create_task(server.serve(None, ready, LinkServices(bus=bus)))
     await asyncio.wait_for(ready.wait(), 10)
     yield f"ws://127.0.0.1:{server.port}/screen", bus
     task.cancel()  # bounded: screens that left while idle must not keep the server from stopping

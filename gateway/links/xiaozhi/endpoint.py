@@ -8,7 +8,7 @@ import socket
 from websockets.asyncio.server import ServerConnection
 
 from gateway.config.sections import XiaozhiConfig
-from gateway.links.base import DeviceConnection
+from gateway.links.base import DeviceConnection, LinkServices
 from gateway.links.http_front import HttpReply, HttpRequest
 from gateway.links.xiaozhi.connection import XiaozhiConnection, XiaozhiSettings
 from gateway.links.xiaozhi.emotions import EmotionTable
@@ -47,9 +47,10 @@ class XiaozhiEndpoint:
         settings = XiaozhiSettings(x.sample_rate, x.frame_duration_ms, x.max_ahead_ms, max_frame_bytes)
         return cls(x.ota_path, x.ws_path, settings, emotions, x.websocket_url)
 
-    def attach(self, enrolment: Enrolment) -> None:
-        """The device registry (built by the composition root after the links)."""
-        self.ota.enrolment = enrolment
+    def attach(self, services: LinkServices) -> None:
+        """What the gateway hands its links when serving: the device registry for the enrolment."""
+        if services.enrolment is not None:
+            self.ota.enrolment = services.enrolment
 
     def owns_websocket(self, path: str) -> bool:
         return _same(path, self.ws_path)

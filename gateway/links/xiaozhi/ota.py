@@ -17,25 +17,14 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from gateway import __version__
+from gateway.links.base import Enrolment
 from gateway.links.http_front import HttpReply, HttpRequest
 from gateway.links.xiaozhi.identity import device_id_of
 
 log = logging.getLogger(__name__)
-
-
-class Enrolment(Protocol):
-    """The device registry as the OTA bootstrap needs it (gateway/devices/auth.py Authenticator)."""
-
-    open_enrolment: bool
-
-    async def issue_token(self, device_id: str, name: str) -> str | None:
-        """With open enrolment: register the device if needed and return a new token; else None."""
-        ...
-
-    async def is_registered(self, device_id: str) -> bool: ...
 
 
 def _json_reply(status: int, value: dict[str, Any]) -> HttpReply:
