@@ -1,65 +1,132 @@
-"""`gateway run`: load the models, serve every link, print where devices connect; Ctrl+C stops."""
+"""`gateway run`: check ports and files, load the models, serve every link, print where devices
+connect; Ctrl+C or SIGTERM stops (gateway/cli/stopping.py)."""
 
 from __future__ import annotations
 
 import argparse
-
 import asyncio
+import logging
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway import __version__
 from gateway.cli.progress import progress
+from gateway.cli.stopping import sigterm_interrupts, sigterm_sets
 from gateway.config import GatewayConfig
+from gateway.errors import GatewayError
+from gateway.links.base import DeviceLink
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+
+log = logging.getLogger(__name__)
+
+
+def _with_overrides(args: argparse.Namespace, cfg: GatewayConfig) -> GatewayConfig:
+    if args.port is None and args.host is None:
+        return cfg
+    server = cfg.server.model_copy(
+        update={k: v for k, v in (("websocket_port", args.port), ("host", args.host)) if v is not None}
+    )
+    # The LAN screens follow: same address, and any free port when the devices' port is 0.
+    screens = cfg.screens.model_copy(update={k: v for k, v in (("host", args.host), ("port", 0 if args.port == 0 else None)) if v is not None})
+    return cfg.model_copy(update={"server": server, "screens": screens})
+
+
+def _preflight(cfg: GatewayConfig) -> int:
+    """Ports and files, before the models load: 0, or the exit code after one line per problem."""
+    from gateway.cli.preflight import file_problems, port_problems, serial_notes
+
+    for note in serial_notes(cfg):
+        log.warning("%s", note)
+    files = file_problems(cfg)
+    ports = [p.text for p in port_problems(cfg)]
+    for line in (*files, *ports):
+        print(f"error: {line}", file=sys.stderr)
+    return 2 if files else 1 if ports else 0
+
+
+def _announce(cfg: GatewayConfig, links: list[DeviceLink]) -> None:
+    from gateway.app import connect_hints
+
+    port = links[0].port
+    print("\nGateway ready. Voice boxes connect to:", flush=True)
+    for hint in connect_hints(cfg, port):
+        print(f"  {hint}")
+    for link in links:
+        if link.name == "screens":
+            host = cfg.screens.host if cfg.screens.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+            print(f"Screens and the browser voice box: {link.scheme}://{host}:{link.port}/  (from the LAN: this machine's name)")
+    print("\nTry it without hardware, in another terminal:")
+    print(f'  gateway simulate --say "What time is it?" --url ws://127.0.0.1:{port}{cfg.server.websocket_path} --out reply.wav')
+    print("Stop with Ctrl+C.\n", flush=True)
+
+
+async def _serve(gateway: Gateway) -> None:
+    """Serve until SIGTERM or Ctrl+C; a link that cannot listen ends it (its OSError raised)."""
+    stop, ready = asyncio.Event(), asyncio.Event()
+
+    async def announce() -> None:
+        await ready.wait()
+        _announce(gateway.cfg, gateway.links)
+
+    with sigterm_sets(stop):
+        async with asyncio.TaskGroup() as tg:
+            serving = tg.create_task(gateway.serve(ready), name="gateway")
+            announcing = tg.create_task(announce(), name="announce")
+            await stop.wait()  # a failing link cancels this wait (the TaskGroup ends with its error)
+            serving.cancel()
+            announcing.cancel()
+
+
+def _first(errors: BaseExceptionGroup) -> BaseException:
+    first: BaseException = errors
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    return first
+
+
+def _failed_to_listen(cfg: GatewayConfig, errors: BaseExceptionGroup) -> None:
+    """A link could not listen although the port was free before the models loaded (a race)."""
+    from gateway.cli.preflight import port_problems
+
+    lines = [p.text for p in port_problems(cfg)]  # the gateway's own links are closed by now
+    first = _first(errors)
+    why = first.strerror if isinstance(first, OSError) and first.strerror else str(first)
+    print(f"error: {lines[0] if lines else f'a link cannot listen: {why}'}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
-    from gateway.app import Gateway, connect_hints, default_links, load_runner
+    """Exit 0 when stopped (Ctrl+C or SIGTERM), 1 when a port is taken, 2 for a bad config file."""
+    from gateway.app import build_gateway, load_runner
 
-    if args.port is not None or args.host is not None:
-        server = cfg.server.model_copy(
-            update={k: v for k, v in (("websocket_port", args.port), ("host", args.host)) if v is not None}
-        )
-        # The LAN screens follow: same address, and any free port when the devices' port is 0.
-        screens = cfg.screens.model_copy(update={k: v for k, v in (("host", args.host), ("port", 0 if args.port == 0 else None)) if v is not None})
-        cfg = cfg.model_copy(update={"server": server, "screens": screens})
-    print(f"edge-voice-gateway {__version__}: loading models (first start prepares them)...", file=sys.stderr)
-    runner = load_runner(cfg, progress)
-    links = default_links(cfg)
-    memory = None
-    if cfg.memory.enabled:
-        from gateway.memory.service import MemoryService
-
-        memory = MemoryService.from_config(cfg, progress=progress)
-    gateway = Gateway(cfg, runner, links, memory=memory)
-
-    async def main() -> None:
-        ready = asyncio.Event()
-        task = asyncio.create_task(gateway.serve(ready))
-        await ready.wait()
-        port = links[0].port
-        print("\nGateway ready. Voice boxes connect to:", flush=True)
-        for hint in connect_hints(cfg, port):
-            print(f"  {hint}")
-        for link in links:
-            if link.name == "screens":
-                host = cfg.screens.host if cfg.screens.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
-                print(f"Screens and the browser voice box: {link.scheme}://{host}:{link.port}/  (from the LAN: this machine's name)")
-        print("\nTry it without hardware, in another terminal:")
-        print(f'  gateway simulate --say "What time is it?" --url ws://127.0.0.1:{port}{cfg.server.websocket_path} --out reply.wav')
-        print("Stop with Ctrl+C.\n", flush=True)
-        await task
-
-    try:
-        asyncio.run(main())
-    except KeyboardInterrupt:
-        print("stopped", file=sys.stderr)
-    except OSError as exc:
-        print(f"error: cannot listen on {cfg.server.host}:{cfg.server.websocket_port}: {exc.strerror}. "
-              "Is another gateway running? Change server.websocket_port or pass --port.", file=sys.stderr)
-        return 1
-    finally:
-        runner.close()
+    cfg = _with_overrides(args, cfg)
+    if code := _preflight(cfg):
+        return code
+    runner = None
+    with sigterm_interrupts():  # from here on SIGTERM stops like Ctrl+C, also while models load
+        try:
+            print(f"edge-voice-gateway {__version__}: loading models (first start prepares them)...", file=sys.stderr)
+            runner = load_runner(cfg, progress)
+            asyncio.run(_serve(build_gateway(cfg, runner, progress)))
+        except KeyboardInterrupt:
+            pass
+        except BaseExceptionGroup as group:  # from the serving TaskGroup
+            failed, rest = group.split(OSError)
+            if failed is None:
+                config, _ = group.split(GatewayError)
+                if config is None:
+                    raise
+                print(f"error: {_first(config)}", file=sys.stderr)
+                return 2
+            if rest is not None:
+                log.error("while stopping after a link failed", exc_info=rest)
+            _failed_to_listen(cfg, failed)
+            return 1
+        finally:
+            if runner is not None:
+                runner.close()
+    print("stopped", file=sys.stderr)
     return 0
 
 
