@@ -20,7 +20,6 @@ import yaml
 from gateway.app import Gateway
 from gateway.cli.run import _serve
 from gateway.config import parse_config
-from gateway.engines.runner import EngineRunner
 from gateway.links.websocket import WebSocketLink
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,6 +44,7 @@ def _config(tmp_path: Path, **sections: dict) -> Path:
             ("action_rules", "action_rules.csv"), ("sentiment", "sentiment.yaml"),
             ("servo_map", "servo_map.yaml"), ("hints", "hints.yaml"))},
         "screens": {"host": "127.0.0.1", "port": 0},
+        "xiaozhi": {"emotions": str(ROOT / "config/xiaozhi_emotions.yaml")},
         "memory": {"enabled": False},
         "mqtt": {"port": 0},
         "coap": {"port": _free_udp_port()},
@@ -173,16 +173,12 @@ def test_sigterm_after_gateway_ready_exits_0_with_stopped_and_no_traceback(tmp_p
 
 
 async def test_a_link_that_cannot_listen_after_the_models_loaded_ends_serving_with_its_error(
-        tmp_path, held_tcp_port):
+        tmp_path, held_tcp_port, fake_runner):
     """The race: free when checked, taken when the link binds. `gateway run`'s serving ends with the
     OSError (it then prints one line) instead of waiting for `ready` forever."""
     cfg = parse_config({"devices": {"database": str(tmp_path / "g.db")}, "memory": {"enabled": False}}, ROOT)
-    runner = EngineRunner(None, None, None)  # type: ignore[arg-type]  # no device connects: never used
-    try:
-        gateway = Gateway(cfg, runner, [WebSocketLink("127.0.0.1", held_tcp_port)])
-        with pytest.raises(ExceptionGroup) as caught:
-            await asyncio.wait_for(_serve(gateway), EXIT_TIMEOUT_S)
-    finally:
-        runner.close()
+    gateway = Gateway(cfg, fake_runner, [WebSocketLink("127.0.0.1", held_tcp_port)])
+    with pytest.raises(ExceptionGroup) as caught:
+        await asyncio.wait_for(_serve(gateway), EXIT_TIMEOUT_S)
     failed, _ = caught.value.split(OSError)
     assert failed is not None, caught.value
