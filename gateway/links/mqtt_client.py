@@ -148,3 +148,6 @@ class AsyncPaho:
         if self.client.is_connected():
             self.client.disconnect()
             await asyncio.wait_for(self.disconnected.wait(), 5)
+        if self._misc is not None:  # the timer task of the last socket: ended (cancelled) with it
+            self._misc.cancel()
+            await asyncio.wait([self._misc])

@@ -118,7 +118,8 @@ class ScreenHub:
         screen = _Screen(sock, sock.query.get("device", ALL) or ALL, self._queue_size)
         self._screens.add(screen)
         log.info("%s: screen connected (device %s)", sock.peer, screen.device)
-        reader = asyncio.create_task(self._read(screen))
+        reader = asyncio.create_task(self._read(screen), name=f"screen {sock.peer} reader")
+        getter: asyncio.Future[dict] | None = None
         try:
             while True:
                 getter = asyncio.ensure_future(screen.queue.get())
@@ -131,8 +132,13 @@ class ScreenHub:
                 self.sent += 1
         except LinkClosed:
             log.info("%s: screen disconnected", sock.peer)
-        finally:
-            reader.cancel()
+        finally:  # both owned: ended (and the reader's failure logged) before the screen is forgotten
+            pending = [t for t in (reader, getter) if t is not None]
+            for task in pending:
+                task.cancel()
+            await asyncio.wait(pending)
+            if not reader.cancelled() and (exc := reader.exception()) is not None:
+                log.warning("%s: screen reader failed: %s", sock.peer, exc)
             self._screens.discard(screen)
 
     async def _read(self, screen: _Screen) -> None:
