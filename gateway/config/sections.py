@@ -61,6 +61,7 @@ class AsrConfig(_Section):
     engine: Literal["moonshine", "moonshine-sherpa", "transducer", "paraformer"] = "moonshine"
     model: str = "moonshine-base-en"
     num_threads: int = Field(2, ge=1, le=16)
+    float_decoder: bool = True  # moonshine: the derived float decoder (3.5x faster, +120 MB resident)
     # For engine: transducer / paraformer (streaming sherpa-onnx models you download yourself):
     encoder: Path | None = None
     decoder: Path | None = None
@@ -84,7 +85,7 @@ class TtsConfig(_Section):
     engine: Literal["piper"] = "piper"
     voice: str = "piper-joe-medium"
     length_scale: float = Field(1.0, gt=0.3, le=3.0)
-    num_threads: int = Field(1, ge=1, le=16)
+    num_threads: int = Field(2, ge=1, le=16)
 
 
 class AudioConfig(_Section):

@@ -96,10 +96,17 @@ def _derive_moonshine_float_decoder(src: Path) -> tuple[bytes, str]:
     return float_decoder(src)
 
 
+def _derive_minilm_gather_int8(src: Path) -> tuple[bytes, str]:
+    from gateway.engines.minilm_fold import gather_first  # needs onnx: imported only when deriving
+
+    return gather_first(src)
+
+
 _DERIVERS: dict[str, Callable[[Path], tuple[bytes, str]]] = {
     "moonshine-tokens": _derive_moonshine_tokens,
     "moonshine-float-decoder": _derive_moonshine_float_decoder,
     "piper-alignment": _derive_piper_alignment,
+    "minilm-gather-int8": _derive_minilm_gather_int8,
 }
 
 
