@@ -1,14 +1,15 @@
 """CloudBrain: the reply table and memory, the LLM providers, and the local answer, per `route`.
 
-Implements the `Brain` protocol. `local_first`: the reply table / memory answer when they can, else
+Implements the `Brain` contract. `local_first`: the reply table / memory answer when they can, else
 the LLM; `llm_first`: every question goes to the LLM and the reply table / memory answer only when
 every provider failed (the memory's write side, e.g. remembering "my name is Anna", still runs for
 every turn that was not withdrawn). The LLM reply streams through the pipeline stages and each sentence is
 yielded as soon as it is complete (see `gateway.brain.fallback`); a reply cut after part of it was
 said ends with `interrupted_reply`. The history is kept per user (`memory.users`; an unmapped device
-has its own), within a token budget, with the turn's tool exchanges. A caller that plays the reply
-(`ctx.reports_playback`) reports what was actually played with `spoken()`: the history and the
-memory keep only that.
+has its own), within a token budget, with the turn's tool exchanges, in the shared brain. Each device
+connection has its `CloudSession` (its newest turn, the turn waiting to reach the memory, the reply
+it may `withdraw()`). A caller that plays the reply (`ctx.reports_playback`) reports what was
+actually played with the session's `spoken()`: the history and the memory keep only that.
 """
 
 from __future__ import annotations
@@ -26,9 +27,8 @@ from gateway.brain.tools import Toolbox
 from gateway.config import PrestartToolConfig
 from gateway.memory.errors import MemoryError_
 from gateway.brain.memory import MemoryBrain
-from gateway.brain.contract import BrainContext
+from gateway.brain.contract import Brain, BrainContext, BrainSession, Sentence, sentences_of
 from gateway.brain.local import LocalBrain
-from gateway.brain.text import split_sentences
 
 log = logging.getLogger(__name__)
 MEMORY_HITS = 3
@@ -36,7 +36,7 @@ MEMORY_MIN_RELEVANCE = 0.25  # looser than MemoryBrain's own answer (0.55): the 
 ROUTES = ("local_first", "llm_first")  # local_only never builds a CloudBrain (see factory.build_brain)
 
 
-class CloudBrain:
+class CloudBrain(Brain):
     def __init__(self, local: LocalBrain, providers: list[LlmProvider], *, memory: MemoryBrain | None = None,
                  system_prompt: str = "", history_tokens: int = 1500, clauses: bool = False,
                  tools: Toolbox | None = None, prestart: Sequence[PrestartToolConfig] = (),
@@ -56,9 +56,6 @@ class CloudBrain:
         self._users = dict(users or {})  # device id -> user id
         self._history: dict[str, History] = {}
         self._budget = history_tokens
-        self._last: dict[str, Turn] = {}  # device id -> its newest turn
-        self._unplayed: dict[str, Turn] = {}  # device id -> its turn waiting for `spoken()` (memory)
-        self._withdrawn: dict[str, str] = {}  # device id -> the utterance whose reply was withdrawn
 
     def history(self, device_id: str) -> History:
         """The conversation of the device's user (devices of one user share it)."""
@@ -70,56 +67,12 @@ class CloudBrain:
         for p in self.providers:
             await p.close()
 
-    async def reply(self, utterance: str, ctx: BrainContext) -> AsyncIterator[str]:
-        self._withdrawn.pop(ctx.device_id, None)  # a withdrawal that never reached its turn
-        local = await self._local_answer(utterance, ctx) if self.route == "local_first" else None
-        history = self.history(ctx.device_id)
-        messages, kept = await self._messages(utterance, ctx.device_id) if local is None else ([], [])
-        turn = self._last[ctx.device_id] = history.start(utterance)
-        history.add_tools(turn, kept)
-        if ctx.reports_playback:
-            self._unplayed[ctx.device_id] = turn
-        said: list[str] = []
-        sentences = _iterate(split_sentences(local)) if local is not None else self._ask_llm(messages, turn, utterance, ctx)
-        try:
-            async with aclosing(sentences):  # closing the reply closes the LLM request at once
-                async for sentence in sentences:
-                    said.append(sentence)
-                    # Updated before each yield only: after a barge-in nothing overwrites `spoken()`.
-                    history.set_reply(turn, " ".join(said))
-                    yield sentence
-        finally:
-            if self._withdrawn.get(ctx.device_id) == utterance:
-                del self._withdrawn[ctx.device_id]
-                self._forget(turn, ctx.device_id)
-            else:
-                if self.route == "llm_first" and self.memory is not None:
-                    self.memory.capture_later(utterance, ctx.device_id)  # the memory did not answer
-                if not ctx.reports_playback:
-                    self._remember(utterance, " ".join(said), ctx.device_id)
+    async def drain(self) -> None:
+        if self.memory is not None:
+            await self.memory.drain()
 
-    def withdraw(self, device_id: str, utterance: str) -> None:
-        """The reply to `utterance`, asked on a speculative transcript, was abandoned before any of it
-        was played (the user went on speaking, gateway/voice/speculation.py): when its generator
-        closes, the turn is forgotten (history, memory) as if it was never asked."""
-        self._withdrawn[device_id] = utterance
-
-    def _forget(self, turn: Turn, device_id: str) -> None:
-        self.history(device_id).drop(turn)
-        for pending in (self._last, self._unplayed):
-            if pending.get(device_id) is turn:
-                del pending[device_id]
-
-    def spoken(self, device_id: str, text: str) -> None:
-        """What was actually played of the device's last reply (after it ended or was interrupted):
-        the history keeps only that, and so does the memory."""
-        turn = self._last.get(device_id)
-        if turn is None:
-            return
-        self.history(device_id).set_reply(turn, text)
-        if self._unplayed.get(device_id) is turn:
-            del self._unplayed[device_id]
-            self._remember(turn.user, text, device_id)
+    def session(self, device_id: str) -> BrainSession:
+        return CloudSession(self, device_id)
 
     def _remember(self, utterance: str, reply: str, device_id: str) -> None:
         if self.memory is not None and reply:
@@ -161,7 +114,7 @@ class CloudBrain:
         return [h.node.content for h in hits if h.node.type != "conversation" and h.relevance >= MEMORY_MIN_RELEVANCE]
 
     async def _ask_llm(self, messages: list[dict[str, Any]], turn: Turn, utterance: str,
-                       ctx: BrainContext) -> AsyncIterator[str]:
+                       ctx: BrainContext) -> AsyncIterator[Sentence]:
         exchanges: list[dict[str, Any]] = []  # this turn's tool exchanges, for the history
         try:
             async with aclosing(ask_providers(self.providers, messages, self.tools, ctx.device_id,
@@ -181,10 +134,85 @@ class CloudBrain:
                         failure.reason)
             text = (await self._local_answer(utterance, ctx) if self.route == "llm_first" else None) \
                 or self.local.fallback
-        for sentence in split_sentences(text):
+        for sentence in sentences_of(text):
             yield sentence
 
 
-async def _iterate(items: list[str]) -> AsyncIterator[str]:
+class _Asked:
+    """One reply of a session; `withdrawn` once it was taken back."""
+
+    withdrawn = False
+
+
+class CloudSession(BrainSession):
+    """A connection's session of the LLM brain: its newest turn (what `spoken()` completes), the turn
+    waiting for `spoken()` to reach the memory, and the reply being generated (what `withdraw()`
+    takes back). The history itself is the user's, in the shared brain."""
+
+    speculates = True  # the LLM's first sentence is slow: it may be asked before the endpoint
+
+    def __init__(self, brain: CloudBrain, device_id: str) -> None:
+        self._brain = brain
+        self._device_id = device_id
+        self._last: Turn | None = None
+        self._unplayed: Turn | None = None
+        self._asked: _Asked | None = None
+
+    async def reply(self, utterance: str, ctx: BrainContext) -> AsyncIterator[Sentence]:
+        brain, device_id = self._brain, self._device_id
+        asked = self._asked = _Asked()
+        local = await brain._local_answer(utterance, ctx) if brain.route == "local_first" else None
+        history = brain.history(device_id)
+        messages, kept = await brain._messages(utterance, device_id) if local is None else ([], [])
+        turn = self._last = history.start(utterance)
+        history.add_tools(turn, kept)
+        if ctx.reports_playback:
+            self._unplayed = turn
+        said: list[str] = []
+        sentences = (_iterate(sentences_of(local)) if local is not None
+                     else brain._ask_llm(messages, turn, utterance, ctx))
+        try:
+            async with aclosing(sentences):  # closing the reply closes the LLM request at once
+                async for sentence in sentences:
+                    said.append(sentence.speech)
+                    # Updated before each yield only: after a barge-in nothing overwrites `spoken()`.
+                    history.set_reply(turn, " ".join(said))
+                    yield sentence
+        finally:
+            if asked.withdrawn:
+                self._forget(turn)
+            else:
+                if brain.route == "llm_first" and brain.memory is not None:
+                    brain.memory.capture_later(utterance, device_id)  # the memory did not answer
+                if not ctx.reports_playback:
+                    brain._remember(utterance, " ".join(said), device_id)
+
+    def withdraw(self) -> None:
+        """The reply being generated, asked on a speculative transcript, was abandoned before any of it
+        was played (the user went on speaking; the voice pipeline asked it early): when its generator
+        closes, the turn is forgotten (history, memory) as if it was never asked."""
+        if self._asked is not None:
+            self._asked.withdrawn = True
+
+    def _forget(self, turn: Turn) -> None:
+        self._brain.history(self._device_id).drop(turn)
+        if self._last is turn:
+            self._last = None
+        if self._unplayed is turn:
+            self._unplayed = None
+
+    def spoken(self, text: str) -> None:
+        """What was actually played of the last reply (after it ended or was interrupted): the history
+        keeps only that, and so does the memory."""
+        turn = self._last
+        if turn is None:
+            return
+        self._brain.history(self._device_id).set_reply(turn, text)
+        if self._unplayed is turn:
+            self._unplayed = None
+            self._brain._remember(turn.user, text, self._device_id)
+
+
+async def _iterate(items: list[Sentence]) -> AsyncIterator[Sentence]:
     for item in items:
         yield item

@@ -1,9 +1,17 @@
-"""The brain: decides what to say back to a transcribed utterance.
+"""The brain contract: what the voice pipeline, the expression and the screens rely on.
 
-`Brain` is the seam the voice pipeline talks to. `LocalBrain` answers instantly from the reply
-table (`config/replies.yaml`); an LLM- or memory-backed brain can implement the same protocol
-later and use `LocalBrain.try_answer` first, falling back to the model only when no intent
-matches.
+`Brain` is the one shared brain of the gateway; every device connection gets its own
+`BrainSession` from it (`brain.session(device_id)`) and asks it for replies: `reply(utterance,
+ctx)` yields `Sentence`s (speech for TTS, display text for screens, `Hints` for the expression
+packets). After a reply ended or was interrupted, the caller reports what was played
+(`session.spoken`); a reply asked before the endpoint (`session.speculates`) is taken back with
+`session.withdraw` when the user goes on speaking. The turn state (the last turn, the one waiting
+for `spoken`, a withdrawal) lives in the session; what belongs to a user (the LLM history shared
+by the user's devices, the memory) stays in the shared brain.
+
+Implementations: `LocalBrain` (the reply table, gateway/brain/local.py), `MemoryBrain` (the same
+with a memory, memory.py) and `CloudBrain` (LLM providers with the local answer first or as the
+fallback, cloud.py); `factory.build_brain` picks one from the config.
 """
 
 from __future__ import annotations
@@ -11,11 +19,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-
-if TYPE_CHECKING:
-    from gateway.config import GatewayConfig
+from gateway.brain.text import split_sentences
 
 
 @dataclass(frozen=True)
@@ -24,8 +29,8 @@ class BrainContext:
 
     device_id: str
     now: datetime  # timezone-aware, injected (tests pass a fixed time)
-    # The caller plays the reply and then tells the brain what was played (`brain.spoken(device_id,
-    # text)`, when the reply ended or was interrupted): a brain that remembers keeps only that.
+    # The caller plays the reply and then tells the session what was played (`session.spoken(text)`,
+    # when the reply ended or was interrupted): a brain that remembers keeps only that.
     reports_playback: bool = False
 
     def __post_init__(self) -> None:
@@ -48,42 +53,63 @@ class Hints:
 NO_HINTS = Hints()
 
 
-class Sentence(str):
-    """A reply sentence: the str itself is what TTS says (and history keeps); `display` is what
-    screens and ReplyText show (emoji and URLs kept); `hints` drive the expression packets.
+@dataclass(frozen=True)
+class Sentence:
+    """A reply sentence: `speech` is what TTS says (and the history and memory keep), `display` what
+    screens and ReplyText show (emoji and URLs kept; defaults to the speech), `hints` drive the
+    expression packets. `speech` may be empty: nothing in the piece can be spoken."""
 
-    A brain may yield a plain str instead: then display = speech and there are no hints.
+    speech: str
+    display: str = ""
+    hints: Hints = NO_HINTS
+
+    def __post_init__(self) -> None:
+        if not self.display:
+            object.__setattr__(self, "display", self.speech)
+
+
+def sentences_of(text: str) -> list[Sentence]:
+    """A whole plain text (a reply-table answer, an announcement) as its sentences, without hints."""
+    return [Sentence(s) for s in split_sentences(text)]
+
+
+class BrainSession:
+    """One device connection's conversation with the brain (`Brain.session`), holding its turn state.
+
+    The defaults suit a brain that remembers nothing of what was played and cannot take a turn back.
     """
 
-    display: str
-    hints: Hints
+    speculates: bool = False
+    """Whether a reply may be asked before the endpoint, on a speculative transcript (it can then be
+    taken back with `withdraw`). True for the LLM brain, whose first sentence is slow."""
 
-    def __new__(cls, speech: str, display: str = "", hints: Hints = NO_HINTS) -> Sentence:
-        self = super().__new__(cls, speech)
-        self.display = display or speech
-        self.hints = hints
-        return self
-
-    def __repr__(self) -> str:
-        return f"Sentence({str(self)!r}, display={self.display!r}, hints={self.hints!r})"
-
-
-def display_of(sentence: str) -> str:
-    """What screens show for a sentence a brain yielded."""
-    return sentence.display if isinstance(sentence, Sentence) else sentence
-
-
-def hints_of(sentence: str) -> Hints:
-    return sentence.hints if isinstance(sentence, Sentence) else NO_HINTS
-
-
-@runtime_checkable
-class Brain(Protocol):
-    def reply(self, utterance: str, ctx: BrainContext) -> AsyncIterator[str]:
+    def reply(self, utterance: str, ctx: BrainContext) -> AsyncIterator[Sentence]:
         """Yield the reply sentence by sentence, in order (as soon as each one is ready).
 
-        Implement it as an async generator (`async def reply(...): ... yield sentence`);
-        callers use `async for sentence in brain.reply(utterance, ctx)`. A sentence may be a
-        `Sentence` (a str carrying display text and hints) or a plain str.
+        Implement it as an async generator (`async def reply(...): ... yield sentence`); callers use
+        `async for sentence in session.reply(utterance, ctx)` and close it when they abandon it.
         """
-        ...
+        raise NotImplementedError
+
+    def spoken(self, text: str) -> None:
+        """What was actually played of the last reply (its sentences' speech, joined), after it ended or
+        was interrupted (`ctx.reports_playback`): a brain that remembers keeps only that."""
+
+    def withdraw(self) -> None:
+        """The reply being generated was abandoned before any of it was played (the user went on
+        speaking): forget the turn as if it was never asked. Called before its generator is closed."""
+
+
+class Brain:
+    """The shared brain of the gateway: what is per user (the LLM history, the memory) lives here;
+    each device connection talks to it through its own `session`."""
+
+    def session(self, device_id: str) -> BrainSession:
+        """A new session for one connection of `device_id` (the device session asks once)."""
+        raise NotImplementedError
+
+    async def drain(self) -> None:
+        """Wait for the brain's background work in flight (the memory's turn writes): tests, shutdown."""
+
+    async def close(self) -> None:
+        """Release what the brain holds open (the LLM providers' connections)."""

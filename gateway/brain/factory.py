@@ -48,7 +48,5 @@ def build_brain(cfg: GatewayConfig, memory: MemoryService | None,
 
 
 async def drain_brain(brain: Brain) -> None:
-    """Wait for the brain's background memory writes (shutdown, tests)."""
-    remembering = brain if isinstance(brain, MemoryBrain) else getattr(brain, "memory", None)
-    if isinstance(remembering, MemoryBrain):
-        await remembering.drain()
+    """Wait for the brain's background memory writes (shutdown, tests): `Brain.drain`."""
+    await brain.drain()

@@ -60,18 +60,18 @@ async def ask_providers(providers: Sequence[LlmProvider], messages: list[dict[st
                             calls = item
                             continue
                         for piece in divider.feed(item):
-                            if text := _speakable(piece):
+                            if (sentence := shape(piece)).speech:
                                 spoke = True
-                                yield text
+                                yield sentence
                 if not calls:
                     break
                 exchange = await _run_tools(tools, calls, device_id)
                 convo += exchange
                 exchanges += exchange
             for piece in divider.flush():
-                if text := _speakable(piece):
+                if (sentence := shape(piece)).speech:
                     spoke = True
-                    yield text
+                    yield sentence
         except ProviderFailed as exc:
             log.warning("brain: provider %s failed for %s: %s", exc.provider, device_id, exc.reason)
             if exc.network:
@@ -99,9 +99,3 @@ def tool_messages(calls: list[ToolCall], results: list[str]) -> list[dict[str, A
     asked = {"role": "assistant", "content": None, "tool_calls": [
         {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls]}
     return [asked, *({"role": "tool", "tool_call_id": c.id, "content": r} for c, r in zip(calls, results))]
-
-
-def _speakable(piece: str) -> Sentence:
-    """The piece as a `Sentence` (TTS says the str; screens show `.display`; `.hints` drive the
-    Action/Sentiment packets); empty, so falsy, when nothing in it can be spoken."""
-    return shape(piece)

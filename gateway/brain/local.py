@@ -5,15 +5,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from gateway.brain.contract import BrainContext
+from gateway.brain.contract import Brain, BrainContext, BrainSession, Sentence, sentences_of
 from gateway.brain.replies import ReplyTable, load_reply_table, render
-from gateway.brain.text import split_sentences
 
 if TYPE_CHECKING:
     from gateway.config import GatewayConfig
 
 
-class LocalBrain:
+class LocalBrain(Brain):
     """Answers from the reply table: first matching intent wins, else the fallback sentence."""
 
     def __init__(self, table: ReplyTable, fallback: str) -> None:
@@ -43,7 +42,17 @@ class LocalBrain:
         """The whole reply text: the first matching intent's answer, or the fallback."""
         return self.try_answer(utterance, ctx) or self.fallback
 
-    async def reply(self, utterance: str, ctx: BrainContext) -> AsyncIterator[str]:
-        """The answer, one sentence at a time (see `Brain.reply`)."""
-        for sentence in split_sentences(self.answer(utterance, ctx)):
+    def session(self, device_id: str) -> BrainSession:
+        return LocalSession(self)
+
+
+class LocalSession(BrainSession):
+    """A connection's session of the local brain: nothing to remember, nothing to take back."""
+
+    def __init__(self, brain: LocalBrain) -> None:
+        self._brain = brain
+
+    async def reply(self, utterance: str, ctx: BrainContext) -> AsyncIterator[Sentence]:
+        """The answer, one sentence at a time (see `BrainSession.reply`)."""
+        for sentence in sentences_of(self._brain.answer(utterance, ctx)):
             yield sentence

@@ -1,6 +1,6 @@
 """MemoryBrain: the local brain with a memory, offline.
 
-Implements the `Brain` protocol around `LocalBrain` (its signatures are unchanged). Per utterance:
+Implements the `Brain` contract around `LocalBrain` (its signatures are unchanged). Per utterance:
 1. "my name is Anna" / "call me Anna" -> a persistent fact (`profile:name`) is remembered;
 2. "what is my name?" -> answered from that fact;
 3. "what was my blood pressure this morning?" -> the best matching sensor-reading observation in
@@ -8,7 +8,9 @@ Implements the `Brain` protocol around `LocalBrain` (its signatures are unchange
 4. else the reply table; else a clearly relevant memory ("I remember: ..."); else the fallback.
 Every turn (utterance + reply) is written as a conversation node, in the background, so the
 reply is never delayed by the write. A caller that plays the reply (`ctx.reports_playback`) reports
-what was actually played with `spoken()`: only that is written (nothing when nothing was played).
+what was actually played with its session's `spoken()`: only that is written (nothing when nothing
+was played, nor for a withdrawn reply). The turn waiting for `spoken()` is kept in the connection's
+`MemorySession`; the memory itself is the shared brain's.
 When another brain answers the turn (CloudBrain, `brain.route: llm_first`), `capture_later` still
 does the write side of step 1.
 """
@@ -24,9 +26,8 @@ from typing import Any
 
 from gateway.memory.errors import MemoryError_
 from gateway.memory.service import MemoryService
-from gateway.brain.contract import BrainContext
+from gateway.brain.contract import Brain, BrainContext, BrainSession, Sentence, sentences_of
 from gateway.brain.local import LocalBrain
-from gateway.brain.text import split_sentences
 
 log = logging.getLogger(__name__)
 
@@ -63,28 +64,14 @@ def _clock(ts: float, now: datetime) -> str:
     return f"on {when:%B} {when.day} at {hour}"
 
 
-class MemoryBrain:
+class MemoryBrain(Brain):
     def __init__(self, local: LocalBrain, memory: MemoryService) -> None:
         self.local = local
         self.memory = memory
         self._writes: set[asyncio.Task] = set()
-        self._unplayed: dict[str, str] = {}  # device id -> the utterance whose reply waits for `spoken()`
 
-    async def reply(self, utterance: str, ctx: BrainContext) -> AsyncIterator[str]:
-        text = await self.answer(utterance, ctx)
-        if ctx.reports_playback:
-            self._unplayed[ctx.device_id] = utterance
-        else:
-            self.keep_turn(utterance, text, ctx.device_id)
-        for sentence in split_sentences(text):
-            yield sentence
-
-    def spoken(self, device_id: str, text: str) -> None:
-        """What was actually played of the device's last reply (after it ended or was interrupted):
-        the turn is remembered with only that."""
-        utterance = self._unplayed.pop(device_id, None)
-        if utterance is not None and text:
-            self.keep_turn(utterance, text, device_id)
+    def session(self, device_id: str) -> BrainSession:
+        return MemorySession(self, device_id)
 
     def keep_turn(self, utterance: str, reply: str, device_id: str) -> None:
         """Write the turn to memory in the background (the reply is never delayed by it)."""
@@ -161,3 +148,31 @@ class MemoryBrain:
         best = next(c for c, s in zip(candidates, scores) if s >= best_rel - 0.05)
         what = best.content.split(", measured")[0]
         return f"Measured {_clock(best.ts, now)}: {what}."
+
+
+class MemorySession(BrainSession):
+    """A connection's session of the memory brain: the turn whose reply waits for `spoken()`."""
+
+    def __init__(self, brain: MemoryBrain, device_id: str) -> None:
+        self._brain = brain
+        self._device_id = device_id
+        self._unplayed: str | None = None  # the utterance whose reply waits for `spoken()`
+
+    async def reply(self, utterance: str, ctx: BrainContext) -> AsyncIterator[Sentence]:
+        text = await self._brain.answer(utterance, ctx)
+        if ctx.reports_playback:
+            self._unplayed = utterance
+        else:
+            self._brain.keep_turn(utterance, text, self._device_id)
+        for sentence in sentences_of(text):
+            yield sentence
+
+    def spoken(self, text: str) -> None:
+        """What was actually played of the last reply (after it ended or was interrupted): the turn is
+        remembered with only that."""
+        utterance, self._unplayed = self._unplayed, None
+        if utterance is not None and text:
+            self._brain.keep_turn(utterance, text, self._device_id)
+
+    def withdraw(self) -> None:
+        self._unplayed = None

@@ -2,7 +2,7 @@
 
 token stream -> `SentenceDivider` (sentences, or clauses) -> `extract_hints` ([happy], leading
 emoji) -> `speech_text` (what TTS may say) -> `display_text` (what screens show); `shape` does the
-last three and returns a `Sentence` (the voice layer's type: speech text + display text + hints).
+last three and returns a `Sentence` (the brain contract's type: speech text + display text + hints).
 """
 
 from __future__ import annotations

@@ -134,7 +134,7 @@ async def serve_device(conn: DeviceConnection, services: SessionServices) -> Non
             conn.peer,
             cfg,
             services.runner,
-            services.brain,
+            services.brain.session(hello.device_id),  # this connection's turn state with the brain
             services.expression.tap(hello.device_id, peer.send) if services.expression else peer.send,
             audio_in,
             audio_out,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from firmware_protocol import Capability, encode
+from gateway.brain.contract import Sentence
 from gateway.engines.base import TtsEngine
 from gateway.expression.device import DeviceExpression
 from gateway.expression.sentence import Expression
@@ -52,7 +53,7 @@ def measure(tts: TtsEngine, expression: Expression, servo_map: ServoMapFile | No
         hook = DeviceExpression(expression, ALL, ServoPlayer(servo_map.get) if servo_map else None)
         started = cpu()
         for _ in range(repeat):  # one analysis is too short for the CPU clock: average several
-            packets = hook(text, chunks, 1)
+            packets = hook(Sentence(text), chunks, 1)
             size = sum(len(encode(p)) for p in packets)
         expr_cpu += (cpu() - started) / repeat
     return ExpressionCost(len(sentences), audio_s, tts_cpu, expr_cpu, size)

@@ -13,6 +13,7 @@ import numpy as np
 
 from firmware_protocol import Capability, Message, Mouth, Sentiment, Visemes
 from firmware_protocol import Action as ActionMessage
+from gateway.brain.contract import Sentence
 from gateway.engines.base import SynthChunk
 from gateway.expression.mouth import levels_from_audio, levels_from_runs, to_bytes
 from gateway.expression.sentence import Expression, SentenceExpression
@@ -53,7 +54,7 @@ def action_messages(expr: SentenceExpression, stream_id: int) -> list[Message]:
 
 
 class DeviceExpression:
-    """The sentence hook of one device session (see `gateway.voice.speaker.SentenceHook`)."""
+    """The sentence hook of one device session (the speaker calls it with each synthesized sentence)."""
 
     def __init__(self, expression: Expression, capabilities: int, servo: object | None = None,
                  observers: tuple[Observer, ...] = ()) -> None:
@@ -68,8 +69,8 @@ class DeviceExpression:
         wanted = Capability.VISEMES | Capability.MOUTH | Capability.ACTION | Capability.SERVO
         return bool(self._caps & wanted) or bool(self._observers)
 
-    def __call__(self, text: str, chunks: list[SynthChunk], stream_id: int) -> list[Message]:
-        expr = self._expression.analyse(text, chunks)
+    def __call__(self, sentence: Sentence, chunks: list[SynthChunk], stream_id: int) -> list[Message]:
+        expr = self._expression.analyse(sentence, chunks)
         for observe in self._observers:
             observe(expr, stream_id, chunks)
         out: list[Message] = []

@@ -1,8 +1,9 @@
 """What one spoken sentence expresses: action, sentiment, viseme track and mouth levels.
 
-`Expression.analyse` runs once per synthesized sentence (before its audio is sent), whatever
-the devices want (when the sentence is a `Sentence` with hints, an LLM's `[happy]` or leading
-emoji, `gateway.expression.hints` decides the action and/or sentiment they name);
+`Expression.analyse` runs once per synthesized `Sentence` (before its audio is sent), whatever
+the devices want: the keyword rules and the lexicon read its speech; when it has hints (an LLM's
+`[happy]` or leading emoji), `gateway.expression.hints` decides the action and/or sentiment they
+name;
 `gateway.expression.device` turns the result into each device's packets and `gateway.screens`
 into Fay's screen message. Costs well under a millisecond per sentence.
 """
@@ -20,7 +21,7 @@ from gateway.expression.mouth import levels_from_audio, levels_from_runs
 from gateway.expression.rules import Action, ActionRules
 from gateway.expression.sentiment import Sentiment
 from gateway.expression.visemes import VisemeRun, runs_from_levels, runs_from_phonemes
-from gateway.brain.contract import display_of, hints_of
+from gateway.brain.contract import Sentence
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,8 @@ class Expression:
     def from_paths(cls, rules: Path, sentiment: Path, frame_ms: int = 40, hints: Path | None = None) -> Expression:
         return cls(ActionRules(rules), Sentiment(sentiment), frame_ms, HintMap(hints) if hints is not None else None)
 
-    def analyse(self, text: str, chunks: list[SynthChunk]) -> SentenceExpression:
+    def analyse(self, sentence: Sentence, chunks: list[SynthChunk]) -> SentenceExpression:
+        text = sentence.speech
         rate = chunks[0].sample_rate if chunks else 16000
         samples = sum(len(c.pcm) for c in chunks)
         audio_ms = samples * 1000 / rate
@@ -74,9 +76,9 @@ class Expression:
             if runs:  # the last frame may run past the audio: end the track with it
                 last = runs[-1]
                 runs[-1] = VisemeRun(last.viseme, last.start_ms, max(1, round(audio_ms) - last.start_ms))
-        hinted = self.hints.resolve(hints_of(text), self.rules.by_code) if self.hints is not None else Hinted()
+        hinted = self.hints.resolve(sentence.hints, self.rules.by_code) if self.hints is not None else Hinted()
         return SentenceExpression(
-            text=str(text),
+            text=text,
             action=hinted.action or self.rules.match(text),
             sentiment=self.sentiment.score(text) if hinted.sentiment is None else hinted.sentiment,
             runs=tuple(runs),
@@ -84,5 +86,5 @@ class Expression:
             frame_ms=self.frame_ms,
             audio_ms=audio_ms,
             timed=timed,
-            display=display_of(text),
+            display=sentence.display,
         )

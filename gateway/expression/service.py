@@ -1,4 +1,5 @@
-"""The expression service: builds each device session's sentence hook (see `Speaker`).
+"""The expression service: builds each device session's sentence hook (the speaker's `on_sentence`:
+called with each synthesized `Sentence`, see `gateway.expression.device.DeviceExpression`).
 
 Every analysed sentence is also published on the event bus as a `SentenceExpressed` event, for
 LAN screens and tools, whatever the device itself asked for.
@@ -6,6 +7,7 @@ LAN screens and tools, whatever the device itself asked for.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +18,8 @@ from gateway.expression.device import DeviceExpression
 from gateway.expression.sentence import Expression, SentenceExpression
 from gateway.expression.servo import ServoMapFile, ServoPlayer
 from gateway.engines.base import SynthChunk
-from gateway.voice.speaker import Send, SentenceHook
+
+Send = Callable[[Message], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,7 @@ class ExpressionService:
 
         return tapped
 
-    def hook_for(self, device_id: str, capabilities: int) -> SentenceHook | None:
+    def hook_for(self, device_id: str, capabilities: int) -> DeviceExpression | None:
         """The sentence hook for one device session, or None when nobody needs the analysis."""
         observers = ()
         if self.bus is not None:

@@ -3,10 +3,15 @@
 Timeline of a turn (the latency trick): when trailing silence starts (SPECULATE), the utterance is
 decoded right away on the ASR thread while the endpointer keeps counting silence. If the user
 resumes, that result is dropped; if the endpoint is confirmed, the transcript is usually ready
-already, so the reply starts within a TTS call of the endpoint decision. With a brain that can
-withdraw a turn (the LLM brain) and `brain.speculate` on, the brain is asked on that speculative
+already, so the reply starts within a TTS call of the endpoint decision. When the brain session
+`speculates` (the LLM brain) and `brain.speculate` is on, it is asked on that speculative
 transcript too, so an LLM's first sentence is often there by the endpoint
-(gateway/voice/speculation.py); a resumed utterance withdraws that reply and cancels its request.
+(gateway/voice/speculation.py); a resumed utterance withdraws that reply (`session.withdraw()`)
+and cancels its request.
+
+The conversation talks to its connection's `BrainSession` (handed in by the device session) through
+the brain contract only: `reply` for each turn, then `spoken` with what was actually played (the
+speech of the sentences whose audio started), after the reply ended or was interrupted.
 """
 
 from __future__ import annotations
@@ -25,11 +30,10 @@ from gateway.audio.pcm import s16le_to_float
 from gateway.config import GatewayConfig
 from gateway.engines.runner import EngineRunner
 from gateway.errors import GatewayError
-from gateway.brain.contract import Brain, BrainContext
-from gateway.brain.text import split_sentences
+from gateway.brain.contract import BrainContext, BrainSession, Sentence, sentences_of
 from gateway.voice.endpointing import Endpointer, Event
 from gateway.voice.listener import Listener
-from gateway.voice.speculation import SpeculativeReply, speculates
+from gateway.voice.speculation import SpeculativeReply
 from gateway.voice.speaker import Playback, SentenceHook, Speaker
 
 log = logging.getLogger(__name__)
@@ -71,7 +75,7 @@ class Conversation:
         peer: str,
         cfg: GatewayConfig,
         runner: EngineRunner,
-        brain: Brain,
+        brain: BrainSession,
         send: Send,
         audio_in: AudioFormat,
         audio_out: AudioFormat,
@@ -97,7 +101,7 @@ class Conversation:
         self._speaker = Speaker(runner, send, audio_out, cfg.audio.chunk_ms, cfg.audio.prebuffer_ms,
                                 on_sentence=on_sentence)
         self._spec: _Decode | None = None
-        self._speculate_reply = cfg.brain.speculate and speculates(brain)
+        self._speculate_reply = cfg.brain.speculate and brain.speculates
         self._turn: asyncio.Task[None] | None = None
         self._play: Playback | None = None
 
@@ -128,8 +132,8 @@ class Conversation:
         """Speak `text` now (an announcement, an alert), interrupting any reply in progress."""
         await self.interrupt("announcement")
 
-        async def sentences() -> AsyncIterator[str]:
-            for sentence in split_sentences(text):
+        async def sentences() -> AsyncIterator[Sentence]:
+            for sentence in sentences_of(text):
                 yield sentence
 
         async def run(play: Playback) -> None:
@@ -238,15 +242,13 @@ class Conversation:
             if first:
                 m.brain_ms = (first[0] - brain_started) * 1000
                 m.first_sentence_after_endpoint_ms = max(0.0, (first[0] - endpoint_at) * 1000)
-            m.reply = " ".join(play.sentences_started)
-            if (spoken := getattr(self._brain, "spoken", None)) is not None:
-                spoken(self.device_id, m.reply)  # played to the end: the brain may remember it now
+            m.reply = play.said()
+            self._brain.spoken(m.reply)  # played to the end: the brain may remember it now
             await self._send(ReplyText(text=play.shown(), final=True))  # display text; m.reply is speech
         except asyncio.CancelledError:
             m.barged_in = True
-            m.reply = " ".join(play.sentences_started)
-            if (spoken := getattr(self._brain, "spoken", None)) is not None:
-                spoken(self.device_id, m.reply)  # the brain's history keeps only what was played
+            m.reply = play.said()
+            self._brain.spoken(m.reply)  # the brain's history keeps only what was played
             raise
         except GatewayError as exc:
             log.exception("%s (%s): %s", self._peer, self.device_id, exc.code)
@@ -264,7 +266,7 @@ class Conversation:
                 self._report(m)
 
     @staticmethod
-    async def _mark_first(sentences: AsyncIterator[str], first: list[float]) -> AsyncIterator[str]:
+    async def _mark_first(sentences: AsyncIterator[Sentence], first: list[float]) -> AsyncIterator[Sentence]:
         async for s in sentences:
             if not first:
                 first.append(time.monotonic())

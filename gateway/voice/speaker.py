@@ -3,7 +3,7 @@
 Each sentence is synthesized (TTS thread) as soon as its text is known, resampled to the
 device's rate and sent as its own audio stream: `ReplyText`, `AudioStart`, `AudioChunk`s,
 `AudioStop`. Synthesis runs ahead of playback; sending is paced (see `gateway.audio.pacing`).
-TTS gets a sentence's speech text (the str); its ReplyText carries the display text (`display_of`).
+TTS gets a sentence's `speech`; its ReplyText carries its `display` text.
 Cancelling the task that runs `speak` stops the reply within one chunk: the caller then sends
 `AudioStop(ABORTED)` via `abort_stream`.
 """
@@ -20,21 +20,21 @@ from gateway.audio.pacing import Pacer
 from gateway.audio.pcm import chunk_bytes, float_to_s16le, int16_to_float, resample, split_bytes
 from gateway.engines.base import SynthChunk
 from gateway.engines.runner import EngineRunner
-from gateway.brain.contract import display_of
+from gateway.brain.contract import Sentence
 
 Send = Callable[[Message], Awaitable[None]]
-SentenceHook = Callable[[str, list[SynthChunk], int], list[Message]]
-"""(sentence text, its synthesized chunks, its stream id) -> extra messages for the device, sent
-after the sentence's ReplyText and before its AudioStart (expression packets: visemes, action...).
-Called while synthesizing, ahead of playback. The text is the sentence as the brain yielded it: a
-`Sentence` (display text and hints ride along) or a plain str."""
+SentenceHook = Callable[[Sentence, list[SynthChunk], int], list[Message]]
+"""(sentence, its synthesized chunks, its stream id) -> extra messages for the device, sent after
+the sentence's ReplyText and before its AudioStart (expression packets: visemes, action...).
+Called while synthesizing, ahead of playback, with the `Sentence` as the brain yielded it (speech,
+display text and hints)."""
 
 
 @dataclass
 class Playback:
     """What happened to one reply (shared with the caller, filled in while it plays)."""
 
-    sentences_started: list[str] = field(default_factory=list)
+    sentences_started: list[Sentence] = field(default_factory=list)
     audio_seconds: float = 0.0
     first_audio_at: float | None = None  # clock time the first audio chunk was handed to the link
     first_tts_ms: float | None = None  # synthesis time of the first sentence
@@ -42,7 +42,11 @@ class Playback:
 
     def shown(self) -> str:
         """The display text of the sentences whose audio started (the closing ReplyText)."""
-        return " ".join(display_of(s) for s in self.sentences_started)
+        return " ".join(s.display for s in self.sentences_started)
+
+    def said(self) -> str:
+        """The speech text of the sentences whose audio started (what the brain may remember)."""
+        return " ".join(s.speech for s in self.sentences_started)
 
 
 class Speaker:
@@ -70,13 +74,13 @@ class Speaker:
         self._next_stream = sid % 0xFFFF + 1
         return sid
 
-    async def _synthesize(self, sentences: AsyncIterator[str], out: asyncio.Queue, play: Playback) -> None:
+    async def _synthesize(self, sentences: AsyncIterator[Sentence], out: asyncio.Queue, play: Playback) -> None:
         try:
             async for sentence in sentences:
-                if not sentence.strip():
+                if not sentence.speech.strip():
                     continue
                 started = self._clock()
-                chunks = await self._runner.synthesize(str(sentence))  # the speech text
+                chunks = await self._runner.synthesize(sentence.speech)
                 if play.first_tts_ms is None:
                     play.first_tts_ms = (self._clock() - started) * 1000
                 pcm = b"".join(
@@ -89,9 +93,9 @@ class Speaker:
         finally:
             await out.put(None)
 
-    async def speak(self, sentences: AsyncIterator[str], play: Playback) -> None:
+    async def speak(self, sentences: AsyncIterator[Sentence], play: Playback) -> None:
         """Synthesize and send every sentence. Cancel the calling task to stop."""
-        queue: asyncio.Queue[tuple[str, bytes, int, list[Message]] | None] = asyncio.Queue(maxsize=8)
+        queue: asyncio.Queue[tuple[Sentence, bytes, int, list[Message]] | None] = asyncio.Queue(maxsize=8)
         producer = asyncio.create_task(self._synthesize(sentences, queue, play))
         pacer = Pacer(self._prebuffer_ms)
         size = chunk_bytes(self._fmt.sample_rate, self._chunk_ms)
@@ -100,7 +104,7 @@ class Speaker:
             while (item := await queue.get()) is not None:
                 sentence, pcm, sid, extra = item
                 play.sentences_started.append(sentence)
-                await self._send(ReplyText(text=display_of(sentence), stream_id=sid, final=False))
+                await self._send(ReplyText(text=sentence.display, stream_id=sid, final=False))
                 for message in extra:
                     await self._send(message)
                 await self._send(AudioStart(stream_id=sid, format=self._fmt))

@@ -1,11 +1,13 @@
 """A reply started on the speculative transcript, before the endpoint is confirmed.
 
-When trailing silence begins, the conversation already decodes the utterance speculatively. With
-a brain that can take a turn back (`withdraw`, e.g. the LLM brain), the reply is asked for as
-soon as that transcript is ready: the brain's slow part (an LLM's first sentence) then overlaps
-the rest of the endpoint wait instead of following it. Only the first sentence is fetched ahead;
-nothing is spoken before the endpoint. If the user resumes, the reply is withdrawn: the brain
-forgets the turn (history, memory) and its generator is closed, which cancels the LLM request.
+When trailing silence begins, the conversation already decodes the utterance speculatively. When
+the device's brain session `speculates` (the LLM brain) and `brain.speculate` is on, the reply is
+asked for as soon as that transcript is ready: the brain's slow part (an LLM's first sentence)
+then overlaps the rest of the endpoint wait instead of following it. Only the first sentence is
+fetched ahead; nothing is spoken before the endpoint. If the user resumes, the reply is withdrawn
+(`BrainSession.withdraw`: the session forgets the turn, history and memory) and its generator is
+closed, which cancels the LLM request. Pipeline timing only: it needs nothing of the brain but its
+contract (gateway/brain/contract.py).
 """
 
 from __future__ import annotations
@@ -14,48 +16,32 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
-from typing import Protocol, runtime_checkable
 
-from gateway.brain.contract import Brain, BrainContext
+from gateway.brain.contract import BrainContext, BrainSession, Sentence
 
 log = logging.getLogger(__name__)
 
 
-@runtime_checkable
-class Withdrawing(Protocol):
-    """A brain whose reply may start before the endpoint: it can forget a turn it was asked."""
-
-    def withdraw(self, device_id: str, utterance: str) -> None:
-        """The reply to `utterance` was abandoned before any of it was played: forget the turn.
-
-        Called before the reply's generator is closed."""
-        ...
-
-
-def speculates(brain: Brain) -> bool:
-    return isinstance(brain, Withdrawing)
-
-
 class SpeculativeReply:
-    """Decode (already running) -> brain.reply -> its first sentence, held until `sentences()`."""
+    """Decode (already running) -> session.reply -> its first sentence, held until `sentences()`."""
 
-    def __init__(self, brain: Brain, ctx: BrainContext, decode: asyncio.Task[tuple[str, float]]) -> None:
-        self._brain = brain
+    def __init__(self, session: BrainSession, ctx: BrainContext, decode: asyncio.Task[tuple[str, float]]) -> None:
+        self._session = session
         self._ctx = ctx
         self._device_id = ctx.device_id
         self.decode = decode
         self.text: str | None = None
         self.started: float | None = None  # clock time the brain was asked
         self.first_at: float | None = None  # clock time its first sentence was there
-        self._gen: AsyncIterator[str] | None = None
+        self._gen: AsyncIterator[Sentence] | None = None
         self._first = asyncio.create_task(self._fetch_first())
 
-    async def _fetch_first(self) -> str | None:
+    async def _fetch_first(self) -> Sentence | None:
         self.text, _ = await self.decode
         if not self.text:
             return None
         self.started = time.monotonic()
-        self._gen = self._brain.reply(self.text, self._ctx)
+        self._gen = self._session.reply(self.text, self._ctx)
         try:
             return await anext(self._gen)
         except StopAsyncIteration:
@@ -63,7 +49,7 @@ class SpeculativeReply:
         finally:
             self.first_at = time.monotonic()
 
-    async def sentences(self) -> AsyncIterator[str]:
+    async def sentences(self) -> AsyncIterator[Sentence]:
         """The endpoint is confirmed: the held first sentence, then the rest of the reply."""
         first = await self._first
         if first is None or self._gen is None:
@@ -77,9 +63,8 @@ class SpeculativeReply:
 
     async def withdraw(self) -> None:
         """The user went on speaking: drop the reply and let the brain forget the turn."""
-        if self.started is not None and isinstance(self._brain, Withdrawing):
-            assert self.text is not None
-            self._brain.withdraw(self._device_id, self.text)
+        if self.started is not None:
+            self._session.withdraw()
             log.debug("%s: speculative reply to %r withdrawn", self._device_id, self.text)
         await self.close()
 

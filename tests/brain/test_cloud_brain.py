@@ -15,7 +15,7 @@ from gateway.brain.cloud import CloudBrain
 from gateway.brain.factory import build_brain
 from gateway.brain.llm import LlmProvider
 from gateway.config import BrainConfig, GatewayConfig, LlmProviderConfig, parse_config
-from gateway.brain.contract import BrainContext
+from gateway.brain.contract import Brain, BrainContext, Sentence
 from gateway.brain.local import LocalBrain
 from gateway.brain.replies import load_reply_table
 from gateway.brain.scripted import Script, ScriptedLlm
@@ -35,14 +35,20 @@ def provider(name: str, url: str, first_token_timeout_s: float = 2.0, stall_time
                                          stall_timeout_s=stall_timeout_s))
 
 
-async def collect(sentences: AsyncIterator[str]) -> list[str]:
-    return [s async for s in sentences]
+def ask(brain: Brain, utterance: str, ctx: BrainContext = CTX) -> AsyncIterator[Sentence]:
+    """The reply of a new session of `ctx.device_id` (the history is the brain's, shared)."""
+    return brain.session(ctx.device_id).reply(utterance, ctx)
+
+
+async def collect(sentences: AsyncIterator[Sentence]) -> list[str]:
+    """The speech of each sentence of a reply."""
+    return [s.speech async for s in sentences]
 
 
 async def test_an_unknown_question_is_answered_by_the_llm_sentence_by_sentence() -> None:
     async with ScriptedLlm([Script(["[happy] Hello", " there! ", "It is **sunny**", " today.", " 好的。"])]) as llm:
         brain = CloudBrain(local(), [provider("a", llm.url)], system_prompt="Be brief.")
-        assert await collect(brain.reply("tell me about the weather on mars", CTX)) == [
+        assert await collect(ask(brain, "tell me about the weather on mars")) == [
             "Hello there!", "It is sunny today.", "好的。"]
         sent = llm.requests[0]
         assert sent["model"] == "scripted" and sent["stream"] is True
@@ -55,8 +61,8 @@ async def test_the_first_sentence_is_spoken_before_the_llm_has_finished() -> Non
     async with ScriptedLlm([Script(["Hello there. ", "This part comes a whole second later."], delay_s=1.0)]) as llm:
         brain = CloudBrain(local(), [provider("a", llm.url)])
         started = time.monotonic()
-        replies = brain.reply("tell me a story", CTX)
-        assert await anext(replies) == "Hello there."
+        replies = ask(brain, "tell me a story")
+        assert (await anext(replies)).speech == "Hello there."
         assert time.monotonic() - started < 0.6
         assert await collect(replies) == ["This part comes a whole second later."]
         await brain.close()
@@ -65,7 +71,7 @@ async def test_the_first_sentence_is_spoken_before_the_llm_has_finished() -> Non
 async def test_the_reply_table_answers_locally_without_asking_the_llm() -> None:
     async with ScriptedLlm([Script(["never said."])]) as llm:
         brain = CloudBrain(local(), [provider("a", llm.url)])
-        said = await collect(brain.reply("what time is it", CTX))
+        said = await collect(ask(brain, "what time is it"))
         assert said and "9:30" in " ".join(said)
         assert llm.requests == []
         await brain.close()
@@ -75,7 +81,7 @@ async def test_a_failing_provider_is_logged_and_the_next_one_answers(caplog: pyt
     async with ScriptedLlm([Script(mode="fail")]) as bad, ScriptedLlm([Script(["Backup here."])]) as good:
         brain = CloudBrain(local(), [provider("first", bad.url), provider("second", good.url)])
         with caplog.at_level(logging.WARNING, logger="gateway.brain.cloud"):
-            assert await collect(brain.reply("explain quantum physics", CTX)) == ["Backup here."]
+            assert await collect(ask(brain, "explain quantum physics")) == ["Backup here."]
         assert "provider first failed for box-1: HTTP 500" in caplog.text
         await brain.close()
 
@@ -84,7 +90,7 @@ async def test_a_stalled_provider_is_abandoned_after_the_first_token_timeout() -
     async with ScriptedLlm([Script(mode="stall")]) as stalled, ScriptedLlm([Script(["Backup here."])]) as good:
         brain = CloudBrain(local(), [provider("slow", stalled.url, 0.3), provider("fast", good.url)])
         started = time.monotonic()
-        assert await collect(brain.reply("explain quantum physics", CTX)) == ["Backup here."]
+        assert await collect(ask(brain, "explain quantum physics")) == ["Backup here."]
         assert time.monotonic() - started < 1.0
         await brain.close()
 
@@ -93,7 +99,7 @@ async def test_garbage_from_a_provider_falls_back_to_the_next(caplog: pytest.Log
     async with ScriptedLlm([Script(mode="garbage")]) as bad, ScriptedLlm([Script(["Backup here."])]) as good:
         brain = CloudBrain(local(), [provider("junk", bad.url), provider("second", good.url)])
         with caplog.at_level(logging.WARNING, logger="gateway.brain.cloud"):
-            assert await collect(brain.reply("explain quantum physics", CTX)) == ["Backup here."]
+            assert await collect(ask(brain, "explain quantum physics")) == ["Backup here."]
         assert "provider junk failed" in caplog.text
         await brain.close()
 
@@ -104,7 +110,7 @@ async def test_when_every_provider_fails_the_local_brain_answers_within_a_second
         brain = CloudBrain(local(), [provider("a", bad.url), provider("b", stalled.url, 0.5)])
         started = time.monotonic()
         with caplog.at_level(logging.WARNING, logger="gateway.brain.cloud"):
-            said = await collect(brain.reply("explain quantum physics", CTX))
+            said = await collect(ask(brain, "explain quantum physics"))
         assert " ".join(said) == FALLBACK
         assert time.monotonic() - started < 1.0
         assert "provider a failed for box-1: HTTP 500" in caplog.text
@@ -117,7 +123,7 @@ async def test_an_unreachable_provider_falls_back_to_local() -> None:
     async with ScriptedLlm([Script(["x."])]) as llm:
         url = llm.url
     brain = CloudBrain(local(), [provider("gone", url, 0.5)])
-    assert " ".join(await collect(brain.reply("explain quantum physics", CTX))) == FALLBACK
+    assert " ".join(await collect(ask(brain, "explain quantum physics"))) == FALLBACK
     await brain.close()
 
 
@@ -127,7 +133,7 @@ async def test_a_reply_cut_mid_stream_is_not_repeated_by_another_provider() -> N
         brain = CloudBrain(local(), [LlmProvider(LlmProviderConfig(
             name="cut", base_url=cut.url, model="m", first_token_timeout_s=1, total_timeout_s=0.5)),
             provider("other", other.url)])
-        assert await collect(brain.reply("explain quantum physics", CTX)) == ["First part.",
+        assert await collect(ask(brain, "explain quantum physics")) == ["First part.",
                                                                           BrainConfig().interrupted_reply]
         assert other.requests == []
         await brain.close()
@@ -136,9 +142,9 @@ async def test_a_reply_cut_mid_stream_is_not_repeated_by_another_provider() -> N
 async def test_the_next_turn_carries_the_history_of_this_device_only() -> None:
     async with ScriptedLlm([Script(["One."]), Script(["Two."]), Script(["Three."])]) as llm:
         brain = CloudBrain(local(), [provider("a", llm.url)], system_prompt="P")
-        await collect(brain.reply("first question", CTX))
-        await collect(brain.reply("second question", CTX))
-        await collect(brain.reply("other box question", BrainContext("box-2", CTX.now)))
+        await collect(ask(brain, "first question"))
+        await collect(ask(brain, "second question"))
+        await collect(ask(brain, "other box question", BrainContext("box-2", CTX.now)))
         assert llm.requests[1]["messages"] == [
             {"role": "system", "content": "P"}, {"role": "user", "content": "first question"},
             {"role": "assistant", "content": "One."}, {"role": "user", "content": "second question"}]
@@ -150,7 +156,7 @@ async def test_history_over_its_token_budget_drops_the_oldest_turns_first() -> N
     async with ScriptedLlm([Script(["Answer number something long enough."])]) as llm:
         brain = CloudBrain(local(), [provider("a", llm.url)], history_tokens=40)
         for i in range(6):
-            await collect(brain.reply(f"question number {i} about the universe", CTX))
+            await collect(ask(brain, f"question number {i} about the universe"))
         users = [m["content"] for m in llm.requests[-1]["messages"] if m["role"] == "user"]
         assert users[-1] == "question number 5 about the universe"
         assert "question number 0 about the universe" not in users
@@ -161,12 +167,13 @@ async def test_history_over_its_token_budget_drops_the_oldest_turns_first() -> N
 async def test_after_a_barge_in_history_keeps_only_what_was_played() -> None:
     async with ScriptedLlm([Script(["Once upon a time. ", "There was a king. ", "The end."]), Script(["Ok."])]) as llm:
         brain = CloudBrain(local(), [provider("a", llm.url)])
-        replies = brain.reply("tell me a story", CTX)
-        assert await anext(replies) == "Once upon a time."
-        assert await anext(replies) == "There was a king."  # synthesized, but the user barged in
+        session = brain.session(CTX.device_id)
+        replies = session.reply("tell me a story", CTX)
+        assert (await anext(replies)).speech == "Once upon a time."
+        assert (await anext(replies)).speech == "There was a king."  # synthesized, but the user barged in
         await replies.aclose()
-        brain.spoken("box-1", "Once upon a time.")  # what Playback.sentences_started says was played
-        await collect(brain.reply("stop, tell me another", CTX))
+        session.spoken("Once upon a time.")  # what Playback.said() says was played
+        await collect(session.reply("stop, tell me another", CTX))
         assert llm.requests[1]["messages"][:2] == [
             {"role": "user", "content": "tell me a story"}, {"role": "assistant", "content": "Once upon a time."}]
         await brain.close()

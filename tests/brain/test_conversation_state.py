@@ -15,7 +15,7 @@ from gateway.brain.scripted import Script, ScriptedLlm
 from gateway.config import ConfigError, PrestartToolConfig, parse_config
 from gateway.brain.contract import BrainContext
 from gateway.brain.local import LocalBrain
-from tests.brain.test_cloud_brain import CTX, ROOT, collect, local, provider
+from tests.brain.test_cloud_brain import CTX, ROOT, ask, collect, local, provider
 from tests.brain.test_tool_loop import TOOLS
 
 
@@ -31,7 +31,7 @@ def roles(request: dict) -> list[str]:
 async def test_llm_first_sends_even_what_the_reply_table_knows_to_the_llm() -> None:
     async with ScriptedLlm([Script(["It is half past nine."])]) as llm:
         brain = CloudBrain(local(), [provider("a", llm.url)], route="llm_first")
-        assert await collect(brain.reply("what time is it", CTX)) == ["It is half past nine."]
+        assert await collect(ask(brain, "what time is it")) == ["It is half past nine."]
         assert llm.requests[0]["messages"][-1] == {"role": "user", "content": "what time is it"}
         await brain.close()
 
@@ -40,7 +40,7 @@ async def test_llm_first_answers_from_the_reply_table_when_every_provider_fails(
     async with ScriptedLlm([Script(mode="fail")]) as bad:
         brain = CloudBrain(local(), [provider("a", bad.url)], route="llm_first")
         with caplog.at_level(logging.WARNING, logger="gateway.brain"):
-            said = await collect(brain.reply("what time is it", CTX))
+            said = await collect(ask(brain, "what time is it"))
         assert "9:30" in " ".join(said)
         assert "every provider failed for box-1 (a: HTTP 500); answering locally" in caplog.text
         await brain.close()
@@ -52,7 +52,7 @@ async def test_local_only_never_calls_a_configured_provider() -> None:
             {"name": "p", "base_url": llm.url, "model": "m"}]}}, ROOT)
         brain = build_brain(cfg, None)
         assert isinstance(brain, LocalBrain)
-        assert " ".join(await collect(brain.reply("explain quantum physics", CTX))) == cfg.brain.fallback
+        assert " ".join(await collect(ask(brain, "explain quantum physics"))) == cfg.brain.fallback
         assert llm.requests == []
 
 
@@ -74,9 +74,9 @@ def test_the_configured_route_and_closing_sentence_reach_the_brain() -> None:
 async def test_two_devices_of_the_same_user_share_the_conversation_and_others_keep_their_own() -> None:
     async with ScriptedLlm([Script(["Lisa visits on Sunday."]), Script(["Bring flowers."]), Script(["Hello."])]) as llm:
         brain = CloudBrain(local(), [provider("a", llm.url)], users={"kitchen": "anna", "bedroom": "anna"})
-        await collect(brain.reply("when does my daughter visit", ctx("kitchen")))
-        await collect(brain.reply("what should I bring her", ctx("bedroom")))
-        await collect(brain.reply("what should I bring her", ctx("garage")))
+        await collect(ask(brain, "when does my daughter visit", ctx("kitchen")))
+        await collect(ask(brain, "what should I bring her", ctx("bedroom")))
+        await collect(ask(brain, "what should I bring her", ctx("garage")))
         assert llm.requests[1]["messages"] == [
             {"role": "user", "content": "when does my daughter visit"},
             {"role": "assistant", "content": "Lisa visits on Sunday."},
@@ -89,10 +89,11 @@ async def test_a_barge_in_on_one_device_corrects_its_own_turn_in_the_shared_hist
     async with ScriptedLlm([Script(["Once upon a time. ", "There was a king."]), Script(["It is sunny."]),
                             Script(["Ok."])]) as llm:
         brain = CloudBrain(local(), [provider("a", llm.url)], users={"kitchen": "anna", "bedroom": "anna"})
-        await collect(brain.reply("tell me a story", ctx("kitchen")))
-        await collect(brain.reply("how is the weather", ctx("bedroom")))
-        brain.spoken("kitchen", "Once upon a time.")  # the kitchen's reply was cut after its first sentence
-        await collect(brain.reply("and after that", ctx("kitchen")))
+        kitchen = brain.session("kitchen")
+        await collect(kitchen.reply("tell me a story", ctx("kitchen")))
+        await collect(ask(brain, "how is the weather", ctx("bedroom")))
+        kitchen.spoken("Once upon a time.")  # the kitchen's reply was cut after its first sentence
+        await collect(kitchen.reply("and after that", ctx("kitchen")))
         assert [m["content"] for m in llm.requests[2]["messages"]] == [
             "tell me a story", "Once upon a time.", "how is the weather", "It is sunny.", "and after that"]
         await brain.close()
@@ -115,8 +116,8 @@ PARIS = Script(tool_calls=[("weather", json.dumps({"city": "Paris"}))])
 async def test_a_follow_up_question_sees_the_earlier_tool_exchange() -> None:
     async with ScriptedLlm([PARIS, Script(["It is sunny in Paris."]), Script(["Yes, take sunglasses."])]) as llm:
         brain = CloudBrain(local(), [provider("a", llm.url)], tools=TOOLS)
-        await collect(brain.reply("how is the weather in paris", CTX))
-        await collect(brain.reply("do I need sunglasses there", CTX))
+        await collect(ask(brain, "how is the weather in paris"))
+        await collect(ask(brain, "do I need sunglasses there"))
         follow_up = llm.requests[2]["messages"]
         assert roles(llm.requests[2]) == ["user", "assistant", "tool", "assistant", "user"]
         assert follow_up[1]["tool_calls"][0]["function"] == {"name": "weather", "arguments": '{"city": "Paris"}'}
@@ -135,7 +136,7 @@ async def test_trimming_the_history_drops_a_turn_with_its_tool_exchange_as_a_who
             "role": "tool", "tool_call_id": "call_0", "content": "Paris: 21 degrees, sunny (asked by box-1)"}])
         brain = CloudBrain(local(), [provider("a", llm.url)], tools=TOOLS, history_tokens=one_turn.tokens() * 3 // 2)
         for i in (1, 2, 3):
-            await collect(brain.reply(f"weather in paris number {i}", CTX))
+            await collect(ask(brain, f"weather in paris number {i}"))
         last = llm.requests[-1]
         assert roles(last) == ["user", "assistant", "tool", "assistant", "user", "assistant", "tool"]
         assert [m["content"] for m in last["messages"] if m["role"] == "user"] == [
@@ -147,8 +148,8 @@ async def test_a_failed_providers_tool_exchange_is_not_kept_in_the_history() -> 
     async with ScriptedLlm([PARIS, Script(mode="fail")]) as bad, \
             ScriptedLlm([Script(["Sunny."]), Script(["You are welcome."])]) as good:
         brain = CloudBrain(local(), [provider("bad", bad.url), provider("good", good.url)], tools=TOOLS)
-        assert await collect(brain.reply("weather in paris", CTX)) == ["Sunny."]
-        await collect(brain.reply("and in rome", CTX))
+        assert await collect(ask(brain, "weather in paris")) == ["Sunny."]
+        await collect(ask(brain, "and in rome"))
         assert roles(good.requests[1]) == ["user", "assistant", "user"]
         await brain.close()
 
@@ -158,8 +159,8 @@ async def test_prestart_results_stay_in_the_history_only_when_asked_to() -> None
         brain = CloudBrain(local(), [provider("a", llm.url)], tools=TOOLS, prestart=[
             PrestartToolConfig(tool="weather", arguments={"city": "{{question}}"}, keep_in_history=True),
             PrestartToolConfig(tool="weather", arguments={"city": "Oslo"})])
-        await collect(brain.reply("Lisbon", CTX))
-        await collect(brain.reply("Rome", CTX))
+        await collect(ask(brain, "Lisbon"))
+        await collect(ask(brain, "Rome"))
         second = llm.requests[1]["messages"]
         assert [m["role"] for m in second] == ["system", "user", "assistant", "tool", "assistant", "user"]
         assert second[2]["tool_calls"][0]["function"] == {"name": "weather", "arguments": '{"city": "Lisbon"}'}

@@ -21,6 +21,7 @@ from firmware_protocol import (Action, AudioChunk, AudioStart, AudioStop, Capabi
 from gateway.app import Gateway
 from gateway.audio.pcm import int16_to_float
 from gateway.brain.scripted import Script, ScriptedLlm
+from gateway.brain.contract import Sentence
 from gateway.config import parse_config
 from gateway.expression.hints import parse_hints
 from gateway.expression.sentence import Expression
@@ -121,7 +122,7 @@ async def test_an_llm_sentence_tagged_happy_drives_action_and_sentiment_and_is_s
     # [surprised] wins over the higher-priority keyword rule "great" -> emotion.celebrate.
     assert expression(streams[1])[0].code == meanings["surprised"].action == "emotion.surprise"
     # A sentence without hints: exactly what the keyword rules and the lexicon say.
-    reference = plain.analyse("Thank you for waiting.", [])
+    reference = plain.analyse(Sentence("Thank you for waiting."), [])
     action, sentiment = expression(streams[2])
     assert (action.code, sentiment.tenths) == (reference.action.code, round(reference.sentiment * 10))
 

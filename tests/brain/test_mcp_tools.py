@@ -24,7 +24,7 @@ from gateway.links.memory import MemoryLink
 from gateway.brain.mcp_client import McpClients
 from gateway.mcp_server.http import serve_http
 from tests.brain.mcp_weather_server import build
-from tests.brain.test_cloud_brain import CTX, collect, local, provider
+from tests.brain.test_cloud_brain import CTX, ask, collect, local, provider
 
 ROOT = Path(__file__).resolve().parents[2]
 WEATHER = [sys.executable, str(Path(__file__).with_name("mcp_weather_server.py"))]
@@ -165,7 +165,7 @@ async def test_the_llm_asks_for_an_mcp_tool_gets_its_result_and_the_reply_is_spo
             Script(tool_calls=[("weather__forecast", '{"city": "Oslo"}')]),
             Script(["Tomorrow it will rain in Oslo."])]) as llm:
         brain = CloudBrain(local(), [provider("a", llm.url)], tools=Toolbox([], [clients]))
-        assert await collect(brain.reply("will it rain in oslo tomorrow", CTX)) == ["Tomorrow it will rain in Oslo."]
+        assert await collect(ask(brain, "will it rain in oslo tomorrow")) == ["Tomorrow it will rain in Oslo."]
         offered = {t["function"]["name"]: t["function"] for t in llm.requests[0]["tools"]}
         assert offered["weather__forecast"]["description"] == "Tomorrow's weather forecast for a city."
         assert tool_results(llm.requests[1]) == [OSLO]
@@ -210,7 +210,7 @@ async def test_a_prestart_entry_may_name_an_mcp_tool_with_the_question() -> None
         brain = build_brain(cfg, None, mcp=clients)  # built before its only tools exist (as in Gateway)
         task = asyncio.create_task(clients.run())
         await asyncio.wait_for(clients.servers["weather"].connected.wait(), 20)
-        assert await collect(brain.reply("Bergen", CTX)) == ["Bring an umbrella."]
+        assert await collect(ask(brain, "Bergen")) == ["Bring an umbrella."]
         assert llm.requests[0]["messages"][0]["content"] == (
             "P\n\nContext from weather__forecast:\nBergen: 18 degrees and light rain tomorrow")
         task.cancel()

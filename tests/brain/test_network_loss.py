@@ -14,7 +14,7 @@ from gateway.brain.llm import LlmProvider
 from gateway.brain.scripted import Script, ScriptedLlm
 from gateway.config import LlmProviderConfig
 from tests.brain.netcut import CuttableProxy
-from tests.brain.test_cloud_brain import CTX, FALLBACK, collect, local
+from tests.brain.test_cloud_brain import CTX, FALLBACK, ask, collect, local
 
 CLOSING = "Sorry, I lost the connection."
 
@@ -32,11 +32,11 @@ async def test_after_the_network_is_pulled_the_next_turn_is_answered_locally_wit
         caplog: pytest.LogCaptureFixture) -> None:
     async with ScriptedLlm([Script(["The LLM answers."])]) as llm, CuttableProxy(port_of(llm)) as proxy:
         brain = CloudBrain(local(), [provider(proxy.url)])
-        assert await collect(brain.reply("explain quantum physics", CTX)) == ["The LLM answers."]
+        assert await collect(ask(brain, "explain quantum physics")) == ["The LLM answers."]
         proxy.blackhole()
         started = time.monotonic()
         with caplog.at_level(logging.WARNING, logger="gateway.brain"):
-            said = await collect(brain.reply("and what about gravity", CTX))
+            said = await collect(ask(brain, "and what about gravity"))
         assert " ".join(said) == FALLBACK
         assert time.monotonic() - started < 1.0
         assert "provider cloud failed for box-1: timeout (no first token)" in caplog.text
@@ -50,8 +50,8 @@ async def test_a_reply_cut_by_a_pulled_network_ends_with_a_local_closing_sentenc
     async with ScriptedLlm([Script(["The first part. ", "never arrives."], mode="stall_after_first")]) as llm, \
             CuttableProxy(port_of(llm)) as proxy:
         brain = CloudBrain(local(), [provider(proxy.url)], interrupted_reply=CLOSING)
-        replies = brain.reply("tell me a long story", CTX)
-        assert await anext(replies) == "The first part."
+        replies = ask(brain, "tell me a long story")
+        assert (await anext(replies)).speech == "The first part."
         proxy.blackhole()
         started = time.monotonic()
         with caplog.at_level(logging.WARNING, logger="gateway.brain"):
@@ -67,8 +67,8 @@ async def test_a_connection_reset_mid_reply_ends_it_with_the_closing_sentence_at
     async with ScriptedLlm([Script(["The first part. ", "never arrives."], mode="stall_after_first")]) as llm, \
             CuttableProxy(port_of(llm)) as proxy:
         brain = CloudBrain(local(), [provider(proxy.url)], interrupted_reply=CLOSING)
-        replies = brain.reply("tell me a long story", CTX)
-        assert await anext(replies) == "The first part."
+        replies = ask(brain, "tell me a long story")
+        assert (await anext(replies)).speech == "The first part."
         proxy.reset()
         started = time.monotonic()
         with caplog.at_level(logging.WARNING, logger="gateway.brain"):
@@ -81,7 +81,7 @@ async def test_a_connection_reset_mid_reply_ends_it_with_the_closing_sentence_at
 async def test_a_server_that_drops_the_connection_mid_reply_is_not_taken_for_a_finished_reply() -> None:
     async with ScriptedLlm([Script(["The first part. ", "never sent."], mode="cut_after_first")]) as llm:
         brain = CloudBrain(local(), [provider(llm.url)], interrupted_reply=CLOSING)
-        assert await collect(brain.reply("tell me a long story", CTX)) == ["The first part.", CLOSING]
+        assert await collect(ask(brain, "tell me a long story")) == ["The first part.", CLOSING]
         await brain.close()
 
 
@@ -89,7 +89,7 @@ async def test_with_the_cool_down_off_the_llm_answers_again_on_the_first_turn_af
     async with ScriptedLlm([Script(["Back online."])]) as llm, CuttableProxy(port_of(llm)) as proxy:
         brain = CloudBrain(local(), [provider(proxy.url, cooldown_s=0)])
         proxy.blackhole()
-        assert " ".join(await collect(brain.reply("explain quantum physics", CTX))) == FALLBACK
+        assert " ".join(await collect(ask(brain, "explain quantum physics"))) == FALLBACK
         proxy.heal()
-        assert await collect(brain.reply("explain quantum physics", CTX)) == ["Back online."]
+        assert await collect(ask(brain, "explain quantum physics")) == ["Back online."]
         await brain.close()

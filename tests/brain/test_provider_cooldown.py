@@ -17,7 +17,7 @@ from gateway.brain.llm import LlmProvider
 from gateway.brain.scripted import Script, ScriptedLlm
 from gateway.config import LlmProviderConfig
 from tests.brain.netcut import CuttableProxy
-from tests.brain.test_cloud_brain import CTX, FALLBACK, collect, local
+from tests.brain.test_cloud_brain import CTX, FALLBACK, ask, collect, local
 from tests.brain.test_network_loss import port_of
 
 TIMEOUT_S = 0.5
@@ -30,7 +30,7 @@ def provider(name: str, url: str, cooldown_s: float) -> LlmProvider:
 
 async def timed(brain: CloudBrain, question: str) -> tuple[str, float]:
     started = time.monotonic()
-    said = " ".join(await collect(brain.reply(question, CTX)))
+    said = " ".join(await collect(ask(brain, question)))
     return said, time.monotonic() - started
 
 
@@ -40,7 +40,7 @@ async def test_after_a_pulled_network_only_one_turn_waits_and_the_llm_is_back_af
             CuttableProxy(port_of(llm)) as proxy:
         cloud = provider("cloud", proxy.url, cooldown_s=0.5)
         brain = CloudBrain(local(), [cloud])
-        assert await collect(brain.reply("explain quantum physics", CTX)) == ["The LLM answers."]
+        assert await collect(ask(brain, "explain quantum physics")) == ["The LLM answers."]
         proxy.blackhole()
         with caplog.at_level(logging.INFO, logger="gateway.brain"):
             said, waited = await timed(brain, "and what about gravity")  # turn 2 pays the timeout
@@ -80,9 +80,9 @@ async def test_an_http_error_does_not_put_the_provider_on_cool_down() -> None:
     async with ScriptedLlm([Script(mode="fail"), Script(["Fine again."])]) as llm:
         cloud = provider("cloud", llm.url, cooldown_s=30)
         brain = CloudBrain(local(), [cloud])
-        assert " ".join(await collect(brain.reply("explain quantum physics", CTX))) == FALLBACK
+        assert " ".join(await collect(ask(brain, "explain quantum physics"))) == FALLBACK
         assert cloud.cooldown.remaining() == 0
-        assert await collect(brain.reply("explain quantum physics", CTX)) == ["Fine again."]
+        assert await collect(ask(brain, "explain quantum physics")) == ["Fine again."]
         await brain.close()
 
 

@@ -1,5 +1,5 @@
-"""The reply pipeline shapes each LLM sentence into a `Sentence`: speech text (the str), display text
-and hints; CloudBrain yields them, and they stay plain strings to everyone who only wants the text."""
+"""The reply pipeline shapes each LLM sentence into a `Sentence`: speech text, display text and hints;
+CloudBrain yields them (plain texts become hint-less `Sentence`s too)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,11 @@ from gateway.brain.llm import LlmProvider
 from gateway.brain.pipeline import shape
 from gateway.brain.scripted import Script, ScriptedLlm
 from gateway.config import BrainConfig, LlmProviderConfig
-from gateway.brain.contract import BrainContext, Hints, Sentence, display_of, hints_of
+import dataclasses
+
+import pytest
+
+from gateway.brain.contract import BrainContext, Hints, Sentence, sentences_of
 from gateway.brain.local import LocalBrain
 from gateway.brain.replies import load_reply_table
 
@@ -21,28 +25,30 @@ CTX = BrainContext("box-hints", datetime(2026, 3, 1, 9, 30, tzinfo=timezone.utc)
 
 def test_a_tagged_sentence_is_spoken_without_tag_and_emoji_and_shown_with_the_emoji() -> None:
     s = shape("[happy] 😀 Great to see you again!")
-    assert s == "Great to see you again!" and isinstance(s, str)
+    assert s.speech == "Great to see you again!" and isinstance(s, Sentence)
     assert s.display == "😀 Great to see you again!"
     assert s.hints == Hints(("happy",), "😀")
     link = shape("[thinking] See https://example.org/a for **more**.")
-    assert (str(link), link.display) == ("See for more.", "See https://example.org/a for **more**.")
+    assert (link.speech, link.display) == ("See for more.", "See https://example.org/a for **more**.")
     assert link.hints == Hints(("thinking",))
 
 
-def test_a_piece_with_nothing_to_say_is_falsy_and_a_plain_piece_has_no_hints() -> None:
-    assert not shape("😀 [happy]")
-    assert not shape("<think>hidden</think>")
+def test_a_piece_with_nothing_to_say_has_no_speech_and_a_plain_piece_has_no_hints() -> None:
+    assert not shape("😀 [happy]").speech
+    assert not shape("<think>hidden</think>").speech
     plain = shape("It is sunny today.")
-    assert (str(plain), plain.display, bool(plain.hints)) == ("It is sunny today.", "It is sunny today.", False)
+    assert (plain.speech, plain.display, bool(plain.hints)) == ("It is sunny today.", "It is sunny today.", False)
 
 
-def test_a_sentence_behaves_as_its_speech_text_wherever_a_str_is_expected() -> None:
+def test_a_sentence_carries_its_speech_display_and_hints_and_shows_its_speech_by_default() -> None:
     s = Sentence("Hello there.", "👋 Hello there.", Hints((), "👋"))
-    assert s == "Hello there." and hash(s) == hash("Hello there.")
-    assert " ".join([s, "Bye."]) == "Hello there. Bye." and s.strip() == "Hello there."
-    assert (display_of(s), hints_of(s)) == ("👋 Hello there.", Hints((), "👋"))
-    assert (display_of("plain"), hints_of("plain")) == ("plain", Hints())
+    assert (s.speech, s.display, s.hints) == ("Hello there.", "👋 Hello there.", Hints((), "👋"))
+    plain = Sentence("plain")
+    assert (plain.display, plain.hints) == ("plain", Hints())
     assert Sentence("Same.").display == "Same."
+    assert sentences_of("Hello there! Bye.") == [Sentence("Hello there!"), Sentence("Bye.")]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.speech = "changed"  # type: ignore[misc]
 
 
 async def test_the_cloud_brain_yields_sentences_with_display_text_and_hints_and_keeps_speech_in_history() -> None:
@@ -51,9 +57,9 @@ async def test_the_cloud_brain_yields_sentences_with_display_text_and_hints_and_
         local = LocalBrain(load_reply_table(ROOT / "config" / "replies.yaml"), BrainConfig().fallback)
         provider = LlmProvider(LlmProviderConfig(name="a", base_url=llm.url, model="m", api_key="k"))
         brain = CloudBrain(local, [provider])
-        said = [s async for s in brain.reply("tell me about the weather on mars", CTX)]
+        said = [s async for s in brain.session(CTX.device_id).reply("tell me about the weather on mars", CTX)]
         await brain.close()
-    assert said == ["Great to see you again!", "The plan is ready."]
+    assert [s.speech for s in said] == ["Great to see you again!", "The plan is ready."]
     assert all(isinstance(s, Sentence) for s in said)
     assert [s.display for s in said] == ["😀 Great to see you again!", "The plan is ready."]
     assert [s.hints for s in said] == [Hints(("happy",), "😀"), Hints()]

@@ -121,12 +121,13 @@ async def test_a_withdrawn_reply_leaves_no_turn_in_the_history_even_when_its_fir
     async with ScriptedLlm([Script(["The early answer. ", "More of it."], delay_s=30), Script(["Fine."])]) as llm:
         cfg = LlmProviderConfig(name="cloud", base_url=llm.url, model="m", first_token_timeout_s=5)
         brain = CloudBrain(local(), [LlmProvider(cfg)])
-        replies = brain.reply("explain the tides", CTX)
-        assert await anext(replies) == "The early answer."
-        brain.withdraw(CTX.device_id, "explain the tides")
+        session = brain.session(CTX.device_id)
+        replies = session.reply("explain the tides", CTX)
+        assert (await anext(replies)).speech == "The early answer."
+        session.withdraw()
         await replies.aclose()
         await asyncio.wait_for(llm.wait_abandoned(1), 10)  # closing the reply cancels the HTTP request
         assert brain.history(CTX.device_id).messages() == []
-        assert [s async for s in brain.reply("how are the waves", CTX)] == ["Fine."]
+        assert [s.speech async for s in session.reply("how are the waves", CTX)] == ["Fine."]
         assert [m["role"] for m in llm.requests[1]["messages"] if m["role"] != "system"] == ["user"]
         await brain.close()

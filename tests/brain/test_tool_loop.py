@@ -11,7 +11,7 @@ from gateway.brain.fallback import MAX_TOOL_ROUNDS
 from gateway.config import PrestartToolConfig
 from gateway.brain.tools import Tool, Toolbox
 from gateway.brain.scripted import Script, ScriptedLlm
-from tests.brain.test_cloud_brain import CTX, FALLBACK, collect, local, provider
+from tests.brain.test_cloud_brain import CTX, FALLBACK, ask, collect, local, provider
 
 
 async def weather(args: dict[str, Any], device_id: str) -> str:
@@ -32,7 +32,7 @@ async def test_a_tool_result_goes_back_to_the_model_which_then_answers() -> None
     async with ScriptedLlm([Script(tool_calls=[("weather", json.dumps({"city": "Paris"}))]),
                             Script(["It is sunny in Paris."])]) as llm:
         brain = CloudBrain(local(), [provider("a", llm.url)], tools=TOOLS)
-        assert await collect(brain.reply("how is the weather in paris", CTX)) == ["It is sunny in Paris."]
+        assert await collect(ask(brain, "how is the weather in paris")) == ["It is sunny in Paris."]
         assert llm.requests[0]["tools"][0]["function"]["name"] == "weather"
         asked = llm.requests[1]["messages"][-2]
         assert asked["tool_calls"][0]["function"] == {"name": "weather", "arguments": '{"city": "Paris"}'}
@@ -44,7 +44,7 @@ async def test_tool_errors_and_unknown_tools_are_shown_to_the_model_not_the_user
     async with ScriptedLlm([Script(tool_calls=[("weather", '{"city": "Atlantis"}'), ("teleport", "{}")]),
                             Script(["I could not find that city."])]) as llm:
         brain = CloudBrain(local(), [provider("a", llm.url)], tools=TOOLS)
-        assert await collect(brain.reply("weather in atlantis", CTX)) == ["I could not find that city."]
+        assert await collect(ask(brain, "weather in atlantis")) == ["I could not find that city."]
         assert tool_results(llm.requests[1]) == [
             "error: LookupError: no such city", "error: unknown tool 'teleport'; available: weather"]
         await brain.close()
@@ -53,7 +53,7 @@ async def test_tool_errors_and_unknown_tools_are_shown_to_the_model_not_the_user
 async def test_a_model_that_keeps_calling_tools_is_stopped_and_the_user_still_gets_an_answer() -> None:
     async with ScriptedLlm([Script(tool_calls=[("weather", '{"city": "Paris"}')])]) as llm:
         brain = CloudBrain(local(), [provider("a", llm.url)], tools=TOOLS)
-        assert " ".join(await collect(brain.reply("weather forever", CTX))) == FALLBACK
+        assert " ".join(await collect(ask(brain, "weather forever"))) == FALLBACK
         assert len(llm.requests) == MAX_TOOL_ROUNDS + 1
         assert "tools" not in llm.requests[-1]  # the last round offers no tools
         await brain.close()
@@ -63,7 +63,7 @@ async def test_prestart_tools_run_with_the_question_and_their_result_is_context_
     async with ScriptedLlm([Script(["Sunny."])]) as llm:
         brain = CloudBrain(local(), [provider("a", llm.url)], system_prompt="P", tools=TOOLS,
                            prestart=[PrestartToolConfig(tool="weather", arguments={"city": "{{question}}"})])
-        assert await collect(brain.reply("Lisbon", CTX)) == ["Sunny."]
+        assert await collect(ask(brain, "Lisbon")) == ["Sunny."]
         system = llm.requests[0]["messages"][0]["content"]
         assert system == "P\n\nContext from weather:\nLisbon: 21 degrees, sunny (asked by box-1)"
         await brain.close()
@@ -72,7 +72,7 @@ async def test_prestart_tools_run_with_the_question_and_their_result_is_context_
 async def test_a_failing_prestart_tool_gives_the_model_its_error_and_the_turn_goes_on() -> None:
     async with ScriptedLlm([Script(["I do not know that city."])]) as llm:
         brain = CloudBrain(local(), [provider("a", llm.url)], tools=TOOLS, prestart=[PrestartToolConfig(tool="weather", arguments={"city": "{{question}}"})])
-        assert await collect(brain.reply("Atlantis", CTX)) == ["I do not know that city."]
+        assert await collect(ask(brain, "Atlantis")) == ["I do not know that city."]
         assert "error: LookupError: no such city" in llm.requests[0]["messages"][0]["content"]
         await brain.close()
 
@@ -83,6 +83,6 @@ async def test_the_model_can_list_the_connected_devices() -> None:
     async with ScriptedLlm([Script(tool_calls=[("list_devices", "{}")]), Script(["Two boxes are on."])]) as llm:
         brain = CloudBrain(local(), [provider("a", llm.url)],
                            tools=Toolbox(device_tools(lambda: ["kitchen", "box-1"])))
-        assert await collect(brain.reply("which devices are on", CTX)) == ["Two boxes are on."]
+        assert await collect(ask(brain, "which devices are on")) == ["Two boxes are on."]
         assert tool_results(llm.requests[1]) == ["connected devices: box-1, kitchen (you speak through box-1)"]
         await brain.close()

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gateway.brain.contract import Sentence
 from gateway.engines.base import SynthChunk
 from gateway.expression.bench import default_measure, report
 from gateway.expression.sentence import Expression
@@ -26,7 +27,7 @@ def test_a_tts_without_phoneme_timings_falls_back_to_an_energy_mouth_as_long_as_
     timed = list(runner.tts.synthesize("Thank you, goodbye."))
     untimed = [SynthChunk(c.pcm, c.sample_rate) for c in timed]  # what an engine without alignments gives
     expression = Expression.from_paths(ROOT / "config" / "action_rules.csv", ROOT / "config" / "sentiment.yaml")
-    expr = expression.analyse("Thank you, goodbye.", untimed)
+    expr = expression.analyse(Sentence("Thank you, goodbye."), untimed)
     assert not expr.timed
     assert abs(expr.runs[-1].end_ms - expr.audio_ms) <= 1 and expr.runs[0].start_ms == 0
     assert len(expr.levels) == int(np.ceil(expr.audio_ms / 40)) and max(expr.levels) == 1.0

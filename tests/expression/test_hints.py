@@ -54,7 +54,7 @@ def test_every_shipped_hint_names_an_action_of_the_shipped_rules_table(caplog) -
 def test_a_hinted_action_wins_over_the_keyword_rule_and_comes_from_the_table_row() -> None:
     expr = expression()
     # "great" alone makes the keyword rules choose emotion.celebrate (priority 92)
-    assert expr.analyse("That is great news.", []).action.code == "emotion.celebrate"
+    assert expr.analyse(Sentence("That is great news."), []).action.code == "emotion.celebrate"
     out = expr.analyse(hinted("That is great news.", "surprised"), [])
     assert out.action == expr.rules.by_code("emotion.surprise")
     assert (out.action.behavior, out.action.affect, out.action.intensity, out.action.priority) == (
@@ -64,7 +64,7 @@ def test_a_hinted_action_wins_over_the_keyword_rule_and_comes_from_the_table_row
 
 def test_a_hinted_sentiment_wins_over_the_lexicon() -> None:
     expr = expression()
-    assert expr.analyse("Great to see you again!", []).sentiment == 2.0
+    assert expr.analyse(Sentence("Great to see you again!"), []).sentiment == 2.0
     out = expr.analyse(hinted("Great to see you again!", "happy", emoji="😀"), [])
     assert (out.action.code, out.sentiment) == ("greeting.hello", 1.5)
     assert out.text == "Great to see you again!" and out.display == "😀 Great to see you again!"
@@ -91,7 +91,7 @@ def test_unknown_tags_are_ignored_and_logged_at_debug_level(caplog) -> None:
     expr = expression()
     with caplog.at_level(logging.DEBUG, logger="gateway.expression.hints"):
         out = expr.analyse(hinted("Thank you for waiting.", "mysterious", emoji="🦖"), [])
-    plain = expr.analyse("Thank you for waiting.", [])
+    plain = expr.analyse(Sentence("Thank you for waiting."), [])
     assert (out.action, out.sentiment) == (plain.action, plain.sentiment)
     assert out.action.code == "social.thanks"
     levels = {r.getMessage(): r.levelno for r in caplog.records if r.name == "gateway.expression.hints"}
@@ -104,8 +104,8 @@ def test_a_sentence_without_hints_is_analysed_exactly_as_a_plain_string() -> Non
     without = Expression.from_paths(CONFIG / "action_rules.csv", CONFIG / "sentiment.yaml", 40)
     chunks = speech()
     for text in ("Thank you, goodbye.", "That is great news.", "Hmm, let me think...", "好的，再见。"):
-        reference = without.analyse(text, chunks)
-        assert with_hints.analyse(text, chunks) == reference
+        reference = without.analyse(Sentence(text), chunks)
+        assert with_hints.analyse(Sentence(text, text, Hints()), chunks) == reference
         assert with_hints.analyse(Sentence(text), chunks) == reference
 
 
@@ -120,7 +120,7 @@ def test_broken_entries_are_logged_and_skipped_and_the_others_work(tmp_path, cap
         expr = expression(path)
         assert expr.analyse(hinted("Fine.", "happy"), []).action.code == "greeting.hello"
         for tag in ("bad1", "bad2", "bad3"):
-            assert expr.analyse(hinted("Fine.", tag), []) == expr.analyse("Fine.", [])
+            assert expr.analyse(hinted("Fine.", tag), []) == expr.analyse(Sentence("Fine."), [])
         ghost = [expr.analyse(hinted("Thank you.", "ghost"), []) for _ in range(3)]
     # an action code the rules lack: the keyword rule decides, the sentiment still applies, one warning
     assert {(g.action.code, g.sentiment) for g in ghost} == {("social.thanks", -1.0)}
@@ -154,6 +154,6 @@ def test_an_action_device_gets_the_hinted_action_and_sentiment_packets() -> None
     assert packets == [
         ActionMessage(stream_id=7, code="greeting.hello", behavior="nod", affect="smile", intensity=35, priority=60),
         Sentiment(stream_id=7, tenths=15)]
-    plain = hook("Great to see you again!", speech(), 8)
+    plain = hook(Sentence("Great to see you again!"), speech(), 8)
     assert [(type(p), getattr(p, "code", None), getattr(p, "tenths", None)) for p in plain] == [
         (ActionMessage, "emotion.celebrate", None), (Sentiment, None, 20)]

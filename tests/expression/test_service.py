@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from firmware_protocol import Action, AudioStop, Capability, Sentiment, ServoKeyframes, StopReason, Transcript
+from gateway.brain.contract import Sentence
 from gateway.bus import EventBus
 from gateway.engines.base import SynthChunk
 from gateway.expression.service import DeviceSaid, ExpressionService, SentenceExpressed
@@ -37,10 +38,10 @@ async def test_an_aborted_reply_frees_the_servos_for_the_next_lower_priority_act
     hook = svc.hook_for("robot-1", Capability.SERVO)
     assert hook is not None
     # celebrate (92) moves for ~1.1 s, its sentence lasts 0.3 s: the next sentence starts while it runs
-    assert any(isinstance(m, ServoKeyframes) for m in hook("Congratulations, that is great!", speech(0.3), 1))
-    assert hook("Thank you.", speech(1), 2) == []  # thanks (61) does not interrupt it
+    assert any(isinstance(m, ServoKeyframes) for m in hook(Sentence("Congratulations, that is great!"), speech(0.3), 1))
+    assert hook(Sentence("Thank you."), speech(1), 2) == []  # thanks (61) does not interrupt it
     await tapped(AudioStop(stream_id=1, reason=StopReason.ABORTED))
-    assert [type(m) for m in hook("Thank you.", speech(1), 3)] == [ServoKeyframes]
+    assert [type(m) for m in hook(Sentence("Thank you."), speech(1), 3)] == [ServoKeyframes]
     assert len(sent) == 1  # the tap passes the message on unchanged
 
 
@@ -53,7 +54,7 @@ async def test_every_sentence_and_transcript_is_published_for_screens_even_for_a
         pass
 
     hook = svc.hook_for("box-1", Capability.AUDIO_IN | Capability.AUDIO_OUT)
-    assert hook is not None and hook("Goodbye!", speech(0.5), 7) == []  # nothing for the device itself
+    assert hook is not None and hook(Sentence("Goodbye!"), speech(0.5), 7) == []  # nothing for the device itself
     await svc.tap("box-1", send)(Transcript(text="bye"))
     sentence, said = sub.queue.get_nowait(), sub.queue.get_nowait()
     assert isinstance(sentence, SentenceExpressed) and sentence.stream_id == 7
@@ -69,7 +70,7 @@ def test_without_a_bus_a_device_that_wants_nothing_gets_no_hook() -> None:
 def test_an_action_device_gets_action_then_sentiment_in_fay_units() -> None:
     hook = service().hook_for("box-3", Capability.ACTION)
     assert hook is not None
-    action, sentiment = hook("这边请", speech(0.5), 4)
+    action, sentiment = hook(Sentence("这边请"), speech(0.5), 4)
     assert action == Action(stream_id=4, code="guidance.invite", behavior="invite", affect="warm",
                             intensity=74, priority=82)
     assert isinstance(sentiment, Sentiment) and sentiment.stream_id == 4
@@ -83,7 +84,7 @@ def test_expression_setup_changes_the_mouth_frame_length_of_that_device_only() -
     other = svc.hook_for("jaw-2", Capability.MOUTH)
     assert slow is not None and other is not None
     svc.configure("jaw-1", ExpressionSetup(mouth_frame_ms=100))
-    (mouth,) = slow("Goodbye!", speech(1.0), 1)
-    (default,) = other("Goodbye!", speech(1.0), 1)
+    (mouth,) = slow(Sentence("Goodbye!"), speech(1.0), 1)
+    (default,) = other(Sentence("Goodbye!"), speech(1.0), 1)
     assert isinstance(mouth, Mouth) and (mouth.frame_ms, len(mouth.values)) == (100, 10)
     assert isinstance(default, Mouth) and (default.frame_ms, len(default.values)) == (40, 25)

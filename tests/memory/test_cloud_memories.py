@@ -11,7 +11,7 @@ from gateway.config import LlmProviderConfig
 from gateway.brain.memory import MemoryBrain
 from gateway.brain.contract import BrainContext
 from gateway.brain.scripted import Script, ScriptedLlm
-from tests.brain.test_cloud_brain import local
+from tests.brain.test_cloud_brain import ask, local
 
 CTX = BrainContext("box-anna", datetime(2026, 3, 1, 9, 30, tzinfo=timezone.utc))
 
@@ -24,7 +24,7 @@ async def test_relevant_memories_reach_the_llm_and_the_llm_turn_is_remembered(me
         remembering = MemoryBrain(local(), memory)
         brain = CloudBrain(local(), [LlmProvider(LlmProviderConfig(name="a", base_url=llm.url, model="m"))],
                            memory=remembering, system_prompt="Persona.")
-        said = [s async for s in brain.reply("what gift should I prepare for my daughter's visit", CTX)]
+        said = [s.speech async for s in ask(brain, "what gift should I prepare for my daughter's visit", CTX)]
         assert said == ["Bring flowers for Lisa."]
         system = llm.requests[0]["messages"][0]
         assert system["role"] == "system" and system["content"].startswith("Persona.")
@@ -41,8 +41,8 @@ async def test_what_the_memory_knows_is_answered_without_the_llm(memory) -> None
         remembering = MemoryBrain(local(), memory)
         brain = CloudBrain(local(), [LlmProvider(LlmProviderConfig(name="a", base_url=llm.url, model="m"))],
                            memory=remembering)
-        await anext(brain.reply("my name is Anna", CTX))
-        assert [s async for s in brain.reply("what is my name", CTX)] == ["Your name is Anna."]
+        await anext(ask(brain, "my name is Anna", CTX))
+        assert [s.speech async for s in ask(brain, "what is my name", CTX)] == ["Your name is Anna."]
         assert llm.requests == []
         await remembering.drain()
         await brain.close()
@@ -57,7 +57,7 @@ async def test_the_llm_can_search_the_memory_with_the_memory_search_tool(memory)
                             Script(["It was 128 over 82."])]) as llm:
         brain = CloudBrain(local(), [LlmProvider(LlmProviderConfig(name="a", base_url=llm.url, model="m"))],
                            tools=Toolbox(memory_tools(memory)))
-        assert [s async for s in brain.reply("tell me something about my health", CTX)] == ["It was 128 over 82."]
+        assert [s.speech async for s in ask(brain, "tell me something about my health", CTX)] == ["It was 128 over 82."]
         results = [m["content"] for m in llm.requests[1]["messages"] if m["role"] == "tool"]
         assert "128/82" in results[0]
         await brain.close()
@@ -70,15 +70,16 @@ async def test_after_a_barge_in_the_memory_keeps_only_the_part_of_the_llm_reply_
         remembering = MemoryBrain(local(), memory)
         brain = CloudBrain(local(), [LlmProvider(LlmProviderConfig(name="a", base_url=llm.url, model="m"))],
                            memory=remembering)
+        session = brain.session("box-anna")
         # The speaker synthesizes ahead of playback: the whole reply is handed over...
-        assert [s async for s in brain.reply("tell me a story", playing)] == [
+        assert [s.speech async for s in session.reply("tell me a story", playing)] == [
             "Once upon a time.", "There was a king.", "The end."]
         await remembering.drain()
         assert await memory.recent("anna", 5, types=["conversation"]) == []  # ...but nothing was played yet
-        brain.spoken("box-anna", "Once upon a time.")  # the user barged in during the first sentence
+        session.spoken("Once upon a time.")  # the user barged in during the first sentence
         # A reply played to the end is remembered whole.
-        assert [s async for s in brain.reply("a short one please", playing)] == ["A short one."]
-        brain.spoken("box-anna", "A short one.")
+        assert [s.speech async for s in session.reply("a short one please", playing)] == ["A short one."]
+        session.spoken("A short one.")
         await remembering.drain()
         turns = sorted(t.content for t in await memory.recent("anna", 5, types=["conversation"]))
         assert turns == ["User: a short one please\nAssistant: A short one.",
@@ -92,8 +93,9 @@ async def test_a_reply_interrupted_before_any_of_it_was_played_is_not_remembered
         remembering = MemoryBrain(local(), memory)
         brain = CloudBrain(local(), [LlmProvider(LlmProviderConfig(name="a", base_url=llm.url, model="m"))],
                            memory=remembering)
-        assert [s async for s in brain.reply("tell me a story", playing)] == ["Once upon a time."]
-        brain.spoken("box-anna", "")
+        session = brain.session("box-anna")
+        assert [s.speech async for s in session.reply("tell me a story", playing)] == ["Once upon a time."]
+        session.spoken("")
         await remembering.drain()
         assert await memory.recent("anna", 5, types=["conversation"]) == []
         await brain.close()

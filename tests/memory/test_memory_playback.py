@@ -13,7 +13,7 @@ from gateway.brain.scripted import Script, ScriptedLlm
 from gateway.config import LlmProviderConfig
 from gateway.brain.memory import MemoryBrain
 from gateway.brain.contract import BrainContext
-from tests.brain.test_cloud_brain import local
+from tests.brain.test_cloud_brain import ask, local
 
 CTX = BrainContext("box-anna", datetime(2026, 3, 1, 9, 30, tzinfo=timezone.utc))
 PLAYING = BrainContext("box-anna", CTX.now, reports_playback=True)
@@ -39,13 +39,14 @@ async def names(memory) -> list[str]:
 
 async def test_a_memory_brain_whose_reply_is_played_remembers_only_what_was_played(memory) -> None:
     brain = MemoryBrain(local(), memory)
-    assert [s async for s in brain.reply("how are you", PLAYING)] == [
+    session = brain.session("box-anna")
+    assert [s.speech async for s in session.reply("how are you", PLAYING)] == [
         "I am doing well, thank you for asking.", "How can I help you?"]
     await brain.drain()
     assert await conversation(memory) == []  # handed to the TTS, not played yet
-    brain.spoken("box-anna", "I am doing well, thank you for asking.")  # the user barged in
-    assert [s async for s in brain.reply("hello", PLAYING)]
-    brain.spoken("box-anna", "")  # interrupted before anything was played: nothing to remember
+    session.spoken("I am doing well, thank you for asking.")  # the user barged in
+    assert [s.speech async for s in session.reply("hello", PLAYING)]
+    session.spoken("")  # interrupted before anything was played: nothing to remember
     await brain.drain()
     assert await conversation(memory) == [
         "User: how are you\nAssistant: I am doing well, thank you for asking."]
@@ -53,7 +54,7 @@ async def test_a_memory_brain_whose_reply_is_played_remembers_only_what_was_play
 
 async def test_a_memory_brain_whose_caller_does_not_report_playback_remembers_the_whole_reply(memory) -> None:
     brain = MemoryBrain(local(), memory)
-    assert [s async for s in brain.reply("how are you", CTX)]
+    assert [s.speech async for s in ask(brain, "how are you", CTX)]
     await brain.drain()
     assert await conversation(memory) == [
         "User: how are you\nAssistant: I am doing well, thank you for asking. How can I help you?"]
@@ -64,11 +65,11 @@ async def test_with_llm_first_an_introduction_answered_by_the_llm_is_remembered(
         remembering = MemoryBrain(local(), memory)
         brain = CloudBrain(local(), [LlmProvider(LlmProviderConfig(name="a", base_url=llm.url, model="m"))],
                            memory=remembering, route="llm_first")
-        assert [s async for s in brain.reply("hi, my name is Anna", CTX)] == ["Lovely to meet you, Anna!"]
+        assert [s.speech async for s in ask(brain, "hi, my name is Anna", CTX)] == ["Lovely to meet you, Anna!"]
         await remembering.drain()
         assert await names(memory) == ["The user's name is Anna."]
         # The next LLM turn gets it among the user's memories.
-        assert [s async for s in brain.reply("what is my name", CTX)] == ["You are Anna."]
+        assert [s.speech async for s in ask(brain, "what is my name", CTX)] == ["You are Anna."]
         assert "The user's name is Anna." in llm.requests[1]["messages"][0]["content"]
         await brain.close()
 
@@ -79,7 +80,7 @@ async def test_with_llm_first_and_every_provider_down_an_introduction_is_answere
         remembering = MemoryBrain(local(), memory)
         brain = CloudBrain(local(), [LlmProvider(LlmProviderConfig(name="a", base_url=llm.url, model="m"))],
                            memory=remembering, route="llm_first")
-        assert [s async for s in brain.reply("my name is Anna", CTX)] == ["Nice to meet you, Anna."]
+        assert [s.speech async for s in ask(brain, "my name is Anna", CTX)] == ["Nice to meet you, Anna."]
         await remembering.drain()
         assert await names(memory) == ["The user's name is Anna."]
         await brain.close()
@@ -90,9 +91,10 @@ async def test_with_llm_first_a_withdrawn_introduction_is_not_remembered(memory)
         remembering = MemoryBrain(local(), memory)
         brain = CloudBrain(local(), [LlmProvider(LlmProviderConfig(name="a", base_url=llm.url, model="m"))],
                            memory=remembering, route="llm_first")
-        early = brain.reply("my name is Ann", PLAYING)  # asked on a speculative transcript...
-        assert await anext(early) == "Hello Ann!"
-        brain.withdraw("box-anna", "my name is Ann")  # ...the user went on: "my name is Annabelle"
+        session = brain.session("box-anna")
+        early = session.reply("my name is Ann", PLAYING)  # asked on a speculative transcript...
+        assert (await anext(early)).speech == "Hello Ann!"
+        session.withdraw()  # ...the user went on: "my name is Annabelle"
         await early.aclose()
         await remembering.drain()
         assert await names(memory) == []

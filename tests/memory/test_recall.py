@@ -35,7 +35,7 @@ def brain(memory: MemoryService) -> MemoryBrain:
 
 
 async def say(b: MemoryBrain, text: str, device: str = "box-anna") -> str:
-    reply = " ".join([s async for s in b.reply(text, BrainContext(device, NOW))])
+    reply = " ".join([s.speech async for s in b.session(device).reply(text, BrainContext(device, NOW))])
     await b.drain()
     return reply
 

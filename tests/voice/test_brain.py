@@ -113,7 +113,8 @@ def test_first_answer_is_used_unless_pick_is_rotate() -> None:
 
 async def test_reply_yields_the_answer_sentence_by_sentence() -> None:
     b = brain({"name": "hi", "keywords": ["hi"], "answers": ["Hello! It is {time}. How can I help?"]})
-    assert [s async for s in b.reply("hi", CTX)] == ["Hello!", "It is 3:05 PM.", "How can I help?"]
+    said = [s.speech async for s in b.session(CTX.device_id).reply("hi", CTX)]
+    assert said == ["Hello!", "It is 3:05 PM.", "How can I help?"]
 
 
 def test_local_brain_implements_the_brain_protocol() -> None:
