@@ -14,6 +14,7 @@
 - `mcp_client` — the external MCP servers' tools for the LLM;
 - `factory` — builds the configured brain (the composition root calls it).
 
-`gateway.voice`, `gateway.expression` and `gateway.memory` may import `gateway.brain.contract` and
-`gateway.brain.text` only; the brain never imports `gateway.voice`.
+The voice pipeline (voice/), the expression (expression/) and the memory (memory/) may import the
+public contract only: `gateway.brain.contract` and `gateway.brain.text`. The brain never imports the
+voice pipeline.
 """

@@ -16,6 +16,7 @@ fallback, cloud.py); `factory.build_brain` picks one from the config.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -73,7 +74,7 @@ def sentences_of(text: str) -> list[Sentence]:
     return [Sentence(s) for s in split_sentences(text)]
 
 
-class BrainSession:
+class BrainSession(ABC):
     """One device connection's conversation with the brain (`Brain.session`), holding its turn state.
 
     The defaults suit a brain that remembers nothing of what was played and cannot take a turn back.
@@ -83,13 +84,13 @@ class BrainSession:
     """Whether a reply may be asked before the endpoint, on a speculative transcript (it can then be
     taken back with `withdraw`). True for the LLM brain, whose first sentence is slow."""
 
+    @abstractmethod
     def reply(self, utterance: str, ctx: BrainContext) -> AsyncIterator[Sentence]:
         """Yield the reply sentence by sentence, in order (as soon as each one is ready).
 
         Implement it as an async generator (`async def reply(...): ... yield sentence`); callers use
         `async for sentence in session.reply(utterance, ctx)` and close it when they abandon it.
         """
-        raise NotImplementedError
 
     def spoken(self, text: str) -> None:
         """What was actually played of the last reply (its sentences' speech, joined), after it ended or
@@ -100,13 +101,13 @@ class BrainSession:
         speaking): forget the turn as if it was never asked. Called before its generator is closed."""
 
 
-class Brain:
+class Brain(ABC):
     """The shared brain of the gateway: what is per user (the LLM history, the memory) lives here;
     each device connection talks to it through its own `session`."""
 
+    @abstractmethod
     def session(self, device_id: str) -> BrainSession:
         """A new session for one connection of `device_id` (the device session asks once)."""
-        raise NotImplementedError
 
     async def drain(self) -> None:
         """Wait for the brain's background work in flight (the memory's turn writes): tests, shutdown."""
