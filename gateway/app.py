@@ -20,6 +20,7 @@ from gateway.audio.pcm import int16_to_float, resample
 from gateway.brain.factory import build_brain, build_mcp_clients, drain_brain
 from gateway.bus import EventBus
 from gateway.config import GatewayConfig
+from gateway.devices.activation import Activations
 from gateway.devices.auth import Authenticator
 from gateway.devices.database import Database
 from gateway.devices.readings import ReadingService, ReadingStored
@@ -88,7 +89,8 @@ class Gateway:
         # What each link may take when served: the LAN screens follow the bus, the embedded MQTT
         # broker checks device logins against the registry, xiaozhi boxes enrol through it.
         self.link_services = LinkServices(bus=self.bus, check_credentials=self.auth.check_credentials,
-                                          enrolment=self.auth)
+                                          enrolment=self.auth,
+                                          activations=Activations(self.db, self.cfg.xiaozhi.activation_ttl_s))
         self.services = SessionServices(
             cfg=self.cfg,
             runner=self.runner,

@@ -1,4 +1,4 @@
-"""`gateway devices add|list|show|remove`, `gateway readings` and `gateway readings prune`.
+"""`gateway devices add|list|show|remove|pending|activate`, `gateway readings` and `gateway readings prune`.
 
 gateway/cli/main.py registers these with `add_devices_parsers(sub, common)`. They open the SQLite
 database (`devices.database`) directly; that is safe while the gateway runs (WAL mode).
@@ -13,6 +13,7 @@ from typing import Any
 
 from firmware_protocol.messages import DEVICE_ID_PATTERN
 from gateway.config import GatewayConfig
+from gateway.devices import activation
 from gateway.devices.auth import add_device, get_device, list_devices, remove_device
 from gateway.devices.database import connect
 from gateway.devices.readings import list_readings
@@ -27,7 +28,7 @@ The device sends both in its Hello (device_id, token).{enrolment}"""
 
 
 def add_devices_parsers(subparsers: Any, common: argparse.ArgumentParser) -> None:
-    dev = subparsers.add_parser("devices", parents=[common], help="register devices and their tokens (add, list, show, remove)")
+    dev = subparsers.add_parser("devices", parents=[common], help="register devices and their tokens (add, list, show, remove, pending, activate)")
     actions = dev.add_subparsers(dest="devices_action", metavar="ACTION")
     add = actions.add_parser("add", parents=[common], help="register a device (or give it a new token) and print its credentials")
     add.add_argument("device_id", help="the id the device sends in Hello: 1..64 of [A-Za-z0-9._:-]")
@@ -37,6 +38,9 @@ def add_devices_parsers(subparsers: Any, common: argparse.ArgumentParser) -> Non
     show.add_argument("device_id")
     rm = actions.add_parser("remove", parents=[common], help="unregister a device")
     rm.add_argument("device_id")
+    actions.add_parser("pending", parents=[common], help="list xiaozhi boxes waiting for activation, with their codes")
+    act = actions.add_parser("activate", parents=[common], help="approve the xiaozhi box that shows/speaks this 6-digit code")
+    act.add_argument("code", help="the 6-digit code the box shows and speaks")
     dev.set_defaults(devices_action="list", func=run_devices)
 
     rd = subparsers.add_parser("readings", parents=[common], help="list stored sensor readings, newest first")
@@ -65,6 +69,8 @@ def run_devices(args: argparse.Namespace, cfg: GatewayConfig) -> int:
                 seen = d.last_seen.isoformat(timespec="seconds") if d.last_seen else "never"
                 print(f"{d.device_id:<24} last seen {seen:<26} {d.name}")
             return 0
+        if action in ("pending", "activate"):
+            return _run_activation(args, cfg, conn)
         if not _valid_id(args.device_id):
             print(f"error: device id {args.device_id!r} must be 1..64 of [A-Za-z0-9._:-]", file=sys.stderr)
             return 2
@@ -93,6 +99,34 @@ def run_devices(args: argparse.Namespace, cfg: GatewayConfig) -> int:
         return 1
     finally:
         conn.close()
+
+
+def _run_activation(args: argparse.Namespace, cfg: GatewayConfig, conn: Any) -> int:
+    import time
+
+    now = time.time()
+    if args.devices_action == "pending":
+        waiting = activation.list_pending(conn, now)
+        if not waiting:
+            print("no box is waiting for activation (a new xiaozhi box asks for a code at boot when "
+                  "devices.open_enrolment is off)")
+        for p in waiting:
+            state = "approved, waiting for the box to ask again" if p.approved else f"expires in {int(p.expires_at - now)} s"
+            print(f"{p.code}  {p.device_id:<24} {p.details}  ({state})")
+        return 0
+    code = args.code.strip()
+    if not activation.valid_code(code):
+        print(f"error: {args.code!r} is not an activation code: the box shows and speaks 6 digits", file=sys.stderr)
+        return 2
+    approved = activation.approve(conn, code, cfg.xiaozhi.activation_ttl_s, now)
+    if approved is None:
+        print(f"error: no box is waiting with code {code}: it is wrong or expired (codes last "
+              f"{cfg.xiaozhi.activation_ttl_s} s; a box that asks again gets a new one). "
+              "See `gateway devices pending`.", file=sys.stderr)
+        return 1
+    print(f"box {approved.device_id} approved ({approved.details}); it connects at its next OTA request, "
+          "within a few seconds (its token is stored hashed)")
+    return 0
 
 
 def _valid_id(device_id: str) -> bool:

@@ -191,6 +191,7 @@ class XiaozhiConfig(_Section):
     frame_duration_ms: Literal[20, 40, 60] = 60
     max_ahead_ms: int = Field(1200, ge=100, le=2400)
     emotions: Path = Path("config/xiaozhi_emotions.yaml")
+    activation_ttl_s: int = Field(600, ge=30, le=86400)  # how long an activation code (and an approval) stays valid
 
     @model_validator(mode="after")
     def _distinct_paths(self) -> "XiaozhiConfig":

@@ -48,6 +48,17 @@ CREATE TABLE IF NOT EXISTS readings_pruned (
     pruned         INTEGER NOT NULL DEFAULT 0,
     last_pruned_at REAL
 );
+-- boxes waiting for their owner's approval (gateway/devices/activation.py); added after the
+-- first release: CREATE ... IF NOT EXISTS is the migration of an older database
+CREATE TABLE IF NOT EXISTS activations (
+    device_id   TEXT PRIMARY KEY,
+    code        TEXT NOT NULL UNIQUE,
+    challenge   TEXT NOT NULL,
+    details     TEXT NOT NULL DEFAULT '',
+    created_at  REAL NOT NULL,
+    expires_at  REAL NOT NULL,
+    approved_at REAL
+);
 """
 
 

@@ -17,6 +17,7 @@ from firmware_protocol import Message, ProtocolError
 
 if TYPE_CHECKING:
     from gateway.bus import EventBus
+    from gateway.devices.activation import Activations
 
 
 class LinkClosed(Exception):
@@ -65,12 +66,13 @@ class Enrolment(Protocol):
 class LinkServices:
     """What the gateway hands every link when it serves it; each link takes what it needs (the
     LAN screens follow the bus, the embedded MQTT broker checks logins, the xiaozhi OTA bootstrap
-    enrols boxes). The defaults suit a link served on its own (tests, benchmarks): no events,
+    enrols boxes, and with enrolment closed gives unknown ones activation codes). The defaults suit a link served on its own (tests, benchmarks): no events,
     every login accepted, no enrolment."""
 
     bus: EventBus | None = None
     check_credentials: CredentialCheck = open_door
     enrolment: Enrolment | None = None
+    activations: Activations | None = None
 
 
 class DeviceLink(Protocol):

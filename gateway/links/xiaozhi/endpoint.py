@@ -48,17 +48,25 @@ class XiaozhiEndpoint:
         return cls(x.ota_path, x.ws_path, settings, emotions, x.websocket_url)
 
     def attach(self, services: LinkServices) -> None:
-        """What the gateway hands its links when serving: the device registry for the enrolment."""
+        """What the gateway hands its links when serving: the device registry for the enrolment,
+        the activation codes for unknown boxes when enrolment is closed."""
         if services.enrolment is not None:
             self.ota.enrolment = services.enrolment
+        if services.activations is not None:
+            self.ota.activations = services.activations
 
     def owns_websocket(self, path: str) -> bool:
         return _same(path, self.ws_path)
 
     def owns_http(self, path: str) -> bool:
-        return _same(path, self.ota_path)
+        return _same(path, self.ota_path) or self._is_activate(path)
+
+    def _is_activate(self, path: str) -> bool:
+        return _same(path, self.ota_path.rstrip("/") + "/activate")  # the firmware appends "activate"
 
     async def http(self, request: HttpRequest) -> HttpReply:
+        if self._is_activate(request.path):
+            return await self.ota.activate(request)
         return await self.ota.handle(request)
 
     def connection(self, ws: ServerConnection) -> DeviceConnection:

@@ -6,7 +6,14 @@ Client-Id (a UUID), User-Agent (board/version)... and reads from the reply: `ser
 key is saved: url, token) and, if present, `mqtt` (which would switch it to MQTT+UDP: not sent).
 Enrolment (devices.open_enrolment): on, a box gets a fresh token at each request (registered on
 the first one, stored hashed); off, a registered box gets the URL without a token (it keeps the
-one it has) and an unknown box no `websocket` section.
+one it has) and an unknown box an `activation` section instead of `websocket`: a 6-digit code it
+shows and speaks, a message, a challenge and `timeout_ms` (gateway/devices/activation.py). The
+box then POSTs `<ota_url>/activate` every 3 s (at most ten times, then it asks the OTA again):
+202 while the owner has not typed `gateway devices activate CODE`, 200 once approved; its next
+OTA request gets `websocket {url, token}`. The /activate body of a box with an eFuse serial number
+is `{algorithm: hmac-sha256, serial_number, challenge, hmac}`: the HMAC is keyed with the box's
+eFuse HMAC_KEY0, which only its maker knows, so the gateway cannot verify it; it checks that the
+challenge, when sent, is the one it issued (the owner's approval is what admits the box).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from gateway import __version__
+from gateway.devices.activation import Activations
 from gateway.links.base import Enrolment
 from gateway.links.http_front import HttpReply, HttpRequest
 from gateway.links.xiaozhi.identity import device_id_of
@@ -40,10 +48,11 @@ def _host(address: str) -> str:
 
 class OtaService:
     def __init__(self, ws_path: str, websocket_url: str = "", enrolment: Enrolment | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, activations: Activations | None = None) -> None:
         self.ws_path = ws_path
         self.websocket_url = websocket_url
         self.enrolment = enrolment  # None: no registry (tests of the protocol): the URL without a token
+        self.activations = activations  # None: with enrolment closed an unknown box gets nothing
         self._clock = clock
 
     def url_for(self, request: HttpRequest) -> str:
@@ -87,24 +96,88 @@ class OtaService:
         websocket = await self._websocket(request, peer, mac, device_id, version)
         if websocket is not None:
             reply["websocket"] = websocket
+        elif self.activations is not None:
+            reply["activation"] = await self._activation(request, peer, mac, device_id, version, info)
         return _json_reply(200, reply)
 
     async def _websocket(self, request: HttpRequest, peer: str, mac: str, device_id: str, version: str) -> dict[str, Any] | None:
         url = self.url_for(request)
         if self.enrolment is None:
             return {"url": url, "token": ""}
-        client = request.headers.get("Client-Id", "")
-        agent = request.headers.get("User-Agent", "")
-        token = await self.enrolment.issue_token(device_id, f"xiaozhi box {mac} client {client or '-'} {agent}".strip())
+        token = await self.enrolment.issue_token(device_id, _name(request, mac))
         if token is not None:
             log.info("%s (%s): box %s (firmware %s) bootstrapped: token issued, WebSocket %s", peer, mac, device_id, version or "?", url)
             return {"url": url, "token": token}
         if await self.enrolment.is_registered(device_id):
             log.info("%s (%s): registered box %s bootstrapped (keeps its token), WebSocket %s", peer, mac, device_id, url)
             return {"url": url}
-        log.warning("%s (%s): unknown box %s not enrolled: devices.open_enrolment is off, so it gets no "
-                    "WebSocket (turn enrolment on while it boots once)", peer, mac, device_id)
+        token = await self.activations.claim(device_id, _name(request, mac)) if self.activations else None
+        if token is not None:
+            log.info("%s (%s): box %s activated by its owner: registered, token issued, WebSocket %s", peer, mac, device_id, url)
+            return {"url": url, "token": token}
+        if self.activations is None:
+            log.warning("%s (%s): unknown box %s not enrolled: devices.open_enrolment is off, so it gets no "
+                        "WebSocket (turn enrolment on while it boots once)", peer, mac, device_id)
         return None
+
+    async def _activation(self, request: HttpRequest, peer: str, mac: str, device_id: str, version: str,
+                          info: dict[str, Any]) -> dict[str, Any]:
+        assert self.activations is not None
+        board = info.get("board") if isinstance(info.get("board"), dict) else {}
+        details = (f"MAC {mac}, Client-Id {request.headers.get('Client-Id', '') or '-'}, "
+                   f"board {board.get('type') or request.headers.get('User-Agent', '') or '?'}, firmware {version or '?'}")
+        pending = await self.activations.offer(device_id, details)
+        left_ms = max(0, int((pending.expires_at - self.activations.now()) * 1000))
+        if pending.approved:  # approved between the claim above and this offer: the next request claims it
+            log.info("%s (%s): box %s approved, waiting for it to ask again", peer, mac, device_id)
+        else:
+            log.warning("%s (%s): unknown box %s waits for activation with code %s (devices.open_enrolment is off): "
+                        "approve it with `gateway devices activate %s` within %d s", peer, mac, device_id,
+                        pending.code, pending.code, left_ms // 1000)
+        return {"code": pending.code, "message": f"gateway devices activate {pending.code}",
+                "challenge": pending.challenge, "timeout_ms": left_ms}
+
+    async def activate(self, request: HttpRequest) -> HttpReply:
+        """`POST <ota_url>/activate`: 200 once the owner approved the box's code, 202 while it waits."""
+        peer = f"xiaozhi activate {request.remote[0]}:{request.remote[1]}"
+        if request.method != "POST":
+            return HttpReply(405, b"the box POSTs here while it waits for its activation\n")
+        mac = request.headers.get("Device-Id", "")
+        device_id = device_id_of(mac)
+        if device_id is None:
+            log.warning("%s: refused: Device-Id header %r is not a MAC address", peer, mac)
+            return HttpReply(400, b"Device-Id header (the box's MAC address) missing or malformed\n")
+        if self.enrolment is not None and await self.enrolment.is_registered(device_id):
+            return HttpReply(200, b"success\n")  # registered (by an approval, or `gateway devices add`)
+        pending = await self.activations.state(device_id) if self.activations else None
+        if pending is None:
+            log.warning("%s (%s): box %s has no valid activation code (expired or never asked): "
+                        "it gets a new one at its next OTA request", peer, mac, device_id)
+            return HttpReply(202, b"no valid activation code: ask the OTA URL again for a new one\n")
+        challenge = _challenge(request.body)
+        if challenge is not None and challenge != pending.challenge:
+            log.warning("%s (%s): box %s sent a challenge that is not the one issued: refused", peer, mac, device_id)
+            return HttpReply(400, b"challenge does not match the one issued\n")
+        if pending.approved:
+            log.info("%s (%s): box %s activation approved", peer, mac, device_id)
+            return HttpReply(200, b"success\n")
+        return HttpReply(202, f"waiting for `gateway devices activate {pending.code}`\n".encode())
+
+
+def _name(request: HttpRequest, mac: str) -> str:
+    client = request.headers.get("Client-Id", "")
+    agent = request.headers.get("User-Agent", "")
+    return f"xiaozhi box {mac} client {client or '-'} {agent}".strip()
+
+
+def _challenge(body: bytes) -> str | None:
+    """The challenge the box echoes in its /activate body (firmware with an eFuse serial number), if any."""
+    try:
+        value = json.loads(body) if body.strip() else {}
+    except (ValueError, UnicodeDecodeError):
+        return None
+    challenge = value.get("challenge") if isinstance(value, dict) else None
+    return challenge if isinstance(challenge, str) and challenge else None
 
 
 OtaHandler = Callable[[HttpRequest], Awaitable[HttpReply]]

@@ -69,6 +69,7 @@ class XiaozhiBox:
     session_id: str = ""
     first_audio_at: float | None = None
     events: list[str] = field(default_factory=list)  # in arrival order: "tts:start", "stt", "llm", "audio"...
+    activation: dict[str, Any] | None = None  # the OTA answer's activation section (code, challenge...)
 
     def __post_init__(self) -> None:
         self._encoder = OpusEncoder(16000, 60)
@@ -96,7 +97,19 @@ class XiaozhiBox:
         reply = json.loads(body)
         for key, value in reply.get("websocket", {}).items():  # the firmware saves each key
             setattr(self, {"url": "ws_url", "token": "token", "version": "version"}[key], value)
+        self.activation = reply.get("activation")
         return status, reply
+
+    async def activate(self, ota_url: str, serial_number: str = "") -> int:
+        """One `POST <ota_url>/activate` (Ota::Activate): `{}` without an eFuse serial number, else
+        the challenge with an HMAC the gateway cannot check (the key is in the box's eFuse)."""
+        assert self.activation is not None, "the OTA answer had no activation section"
+        body = {} if not serial_number else {"algorithm": "hmac-sha256", "serial_number": serial_number,
+                                             "challenge": self.activation["challenge"], "hmac": "00" * 32}
+        url = ota_url + ("activate" if ota_url.endswith("/") else "/activate")
+        headers = {**self.ota_headers(), "Activation-Version": "2" if serial_number else "1"}
+        status, _ = await http_post(url, json.dumps(body).encode(), headers)
+        return status
 
     # ---- the audio channel ----------------------------------------------------------------
     async def open(self, hello: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> dict[str, Any]:

@@ -1,0 +1,146 @@
+"""Onboarding by activation code: an unknown box waits with a 6-digit code until the owner approves it.
+
+With `devices.open_enrolment` off, a xiaozhi box the registry does not know gets an `activation`
+section in its OTA answer (gateway/links/xiaozhi/ota.py): a code it shows and speaks, and a
+challenge. The owner types `gateway devices activate CODE` (another process: the database is the
+meeting point, WAL lets both write); the box's `POST <ota>/activate` is answered 202 until then,
+200 after; its next OTA request claims the approval, which registers it with a fresh token
+(stored hashed like every token: `add_device`) handed over in that answer, once.
+
+A code stays valid `ttl_s` seconds (`xiaozhi.activation_ttl_s`) from when it was issued, and an
+approval as long again from when it was given; an expired row is deleted at the next offer, so the
+box's next OTA request gets a new code. While a code is valid the box keeps getting the same one
+(it asks again after its ten /activate attempts). Pure functions on a connection (the CLI's) and
+an async `Activations` over the gateway's `Database`.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gateway.devices.auth import add_device
+from gateway.devices.database import Database
+
+CODE_DIGITS = 6
+
+
+@dataclass(frozen=True)
+class PendingActivation:
+    device_id: str
+    code: str
+    challenge: str
+    details: str  # MAC, Client-Id, board, firmware: what `gateway devices pending` shows
+    created_at: float
+    expires_at: float
+    approved_at: float | None = None
+
+    @property
+    def approved(self) -> bool:
+        return self.approved_at is not None
+
+
+_COLUMNS = "device_id, code, challenge, details, created_at, expires_at, approved_at"
+
+
+def _row(row: tuple | None) -> PendingActivation | None:
+    return PendingActivation(*row) if row else None
+
+
+def valid_code(code: str) -> bool:
+    return len(code) == CODE_DIGITS and code.isascii() and code.isdigit()
+
+
+def _expire(conn: sqlite3.Connection, now: float) -> None:
+    conn.execute("DELETE FROM activations WHERE expires_at <= ?", (now,))
+
+
+def offer(conn: sqlite3.Connection, device_id: str, details: str, ttl_s: float, now: float) -> PendingActivation:
+    """The box's current code (the same while valid), or a new one."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        _expire(conn, now)
+        found = _row(conn.execute(f"SELECT {_COLUMNS} FROM activations WHERE device_id = ?", (device_id,)).fetchone())
+        if found is None:
+            taken = {c for (c,) in conn.execute("SELECT code FROM activations")}
+            found = PendingActivation(device_id, _free_code(taken), secrets.token_hex(16), details, now, now + ttl_s)
+            conn.execute(f"INSERT INTO activations ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                         (found.device_id, found.code, found.challenge, found.details, found.created_at,
+                          found.expires_at, None))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return found
+
+
+def _free_code(taken: set[str]) -> str:
+    """A random code not in use (a million codes, a handful of boxes waiting at once)."""
+    for _ in range(64):
+        code = f"{secrets.randbelow(10**CODE_DIGITS):0{CODE_DIGITS}d}"
+        if code not in taken:
+            return code
+    raise RuntimeError("no free activation code found")
+
+
+def approve(conn: sqlite3.Connection, code: str, ttl_s: float, now: float) -> PendingActivation | None:
+    """Approve the box waiting with `code`; None when no valid code matches (wrong or expired)."""
+    found = _row(conn.execute(f"SELECT {_COLUMNS} FROM activations WHERE code = ? AND expires_at > ?",
+                              (code, now)).fetchone())
+    if found is None:
+        return None
+    if found.approved_at is None:
+        conn.execute("UPDATE activations SET approved_at = ?, expires_at = ? WHERE device_id = ?",
+                     (now, now + ttl_s, found.device_id))
+    return get(conn, found.device_id, now)
+
+
+def get(conn: sqlite3.Connection, device_id: str, now: float) -> PendingActivation | None:
+    return _row(conn.execute(f"SELECT {_COLUMNS} FROM activations WHERE device_id = ? AND expires_at > ?",
+                             (device_id, now)).fetchone())
+
+
+def list_pending(conn: sqlite3.Connection, now: float) -> list[PendingActivation]:
+    rows = conn.execute(f"SELECT {_COLUMNS} FROM activations WHERE expires_at > ? ORDER BY created_at", (now,))
+    return [PendingActivation(*row) for row in rows]
+
+
+def claim(conn: sqlite3.Connection, device_id: str, name: str, now: float) -> str | None:
+    """An approved box: register it (a new token, stored hashed) and forget the activation.
+    Returns the token to hand over, or None when the box is not approved (or its approval expired)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        found = get(conn, device_id, now)
+        token = None
+        if found is not None and found.approved:
+            token = add_device(conn, device_id, name)
+            conn.execute("DELETE FROM activations WHERE device_id = ?", (device_id,))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return token
+
+
+class Activations:
+    """The activation codes as the gateway's links use them (on the database thread)."""
+
+    def __init__(self, db: Database, ttl_s: float, clock: Callable[[], float] = time.time) -> None:
+        self._db = db
+        self.ttl_s = ttl_s
+        self._clock = clock
+
+    async def offer(self, device_id: str, details: str) -> PendingActivation:
+        return await self._db.run(offer, device_id, details, self.ttl_s, self._clock())
+
+    async def state(self, device_id: str) -> PendingActivation | None:
+        return await self._db.run(get, device_id, self._clock())
+
+    async def claim(self, device_id: str, name: str) -> str | None:
+        return await self._db.run(claim, device_id, name, self._clock())
+
+    def now(self) -> float:
+        return self._clock()
