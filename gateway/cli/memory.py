@@ -8,17 +8,14 @@ import json
 import sys
 from typing import Any
 
+from gateway.cli.progress import progress
 from gateway.config import GatewayConfig
-
-
-def _progress_unused(line: str) -> None:
-    print(f"  {line}", file=sys.stderr, flush=True)
 
 
 async def _with_memory(cfg: GatewayConfig, fn: Any) -> Any:
     from gateway.memory.service import MemoryService
 
-    async with MemoryService.from_config(cfg, progress=_progress) as memory:
+    async with MemoryService.from_config(cfg, progress=progress) as memory:
         return await fn(memory)
 
 
