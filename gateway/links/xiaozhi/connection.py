@@ -8,8 +8,10 @@ mode / are logged. Outbound: `Welcome` -> hello reply, `Transcript` -> `stt`, a 
 `ReplyText`/`AudioStart` -> `tts start`, `ReplyText(final=False)` -> `tts sentence_start`,
 Action/Sentiment -> one `llm {emotion}` per sentence, PCM -> Opus at the box's frame duration
 (paced so its queue never overflows), the closing `ReplyText(final=True)` -> `tts stop`.
-The xiaozhi protocol has no error message: a fatal `Error` closes the WebSocket with a close code
-and the reason, others are logged (and shown as an `alert` when the reply failed).
+The xiaozhi protocol has no error message: a fatal `Error` closes the channel (the WebSocket with
+a close code and the reason; MQTT+UDP with a `goodbye`), others are logged (and shown as an `alert`
+when the reply failed). What carries the messages is a `BoxChannel` (channel.py): the WebSocket
+(ws_channel.py) or MQTT + UDP (mqtt_channel.py); a `goodbye` from the box ends the session.
 """
 
 from __future__ import annotations
@@ -20,9 +22,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-from websockets.asyncio.server import ServerConnection
-from websockets.exceptions import ConnectionClosed
 
 from firmware_protocol import (
     Abort,
@@ -45,8 +44,9 @@ from firmware_protocol import (
 from gateway.audio.opus import OpusDecodeError, OpusDecoder, OpusEncoder, OpusUnavailable, RATES
 from gateway.links.base import LinkClosed
 from gateway.links.xiaozhi import framing
+from gateway.links.xiaozhi.channel import BoxChannel
 from gateway.links.xiaozhi.emotions import EMOJI, EmotionTable
-from gateway.links.xiaozhi.identity import bearer_token, device_id_of
+from gateway.links.xiaozhi.identity import device_id_of
 from gateway.links.xiaozhi.playback import BoxPlayback
 
 log = logging.getLogger(__name__)
@@ -76,26 +76,20 @@ class XiaozhiSettings:
 
 
 class XiaozhiConnection:
-    def __init__(self, ws: ServerConnection, settings: XiaozhiSettings, emotions: EmotionTable,
+    def __init__(self, channel: BoxChannel, settings: XiaozhiSettings, emotions: EmotionTable,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        assert ws.request is not None
-        headers = ws.request.headers
-        host, port = ws.remote_address[:2]
-        self.mac = headers.get("Device-Id", "")
-        self.client_id = headers.get("Client-Id", "")
-        self.peer = f"xiaozhi {host}:{port} (Device-Id {self.mac or 'missing'})"
-        self._ws = ws
+        self._channel = channel
+        self.mac = channel.mac
+        self.client_id = channel.client_id
+        self.peer = channel.peer
         self._set = settings
         self._emotions = emotions
         self._clock = clock
-        self._token = bearer_token(headers.get("Authorization", ""))
-        self._user_agent = headers.get("User-Agent", "")
-        self._pending: ProtocolError | None = None
-        self.version = 1
-        try:
-            self.version = framing.check_version(headers.get("Protocol-Version"))
-        except ProtocolError as exc:
-            self._pending = exc
+        self._token = channel.token
+        self._user_agent = channel.user_agent
+        self._pending: ProtocolError | None = channel.opening_error()
+        self.version = channel.version
+        self._box_left = False  # the box said goodbye: none back
         self.mode = "auto"
         self._hello = False
         self._session = ""
@@ -116,12 +110,9 @@ class XiaozhiConnection:
             error, self._pending = self._pending, None
             return error
         while True:
-            try:
-                data = await self._ws.recv()
-            except ConnectionClosed as exc:
-                raise LinkClosed(str(exc)) from None
-            if len(data) > self._set.max_frame_bytes:
-                return ProtocolError("frame-too-large", f"frame of {len(data)} bytes exceeds the limit of {self._set.max_frame_bytes}")
+            data = await self._channel.receive()
+            if isinstance(data, ProtocolError):
+                return data
             try:
                 message = self._binary(data) if isinstance(data, bytes) else self._text(data)
             except ProtocolError as exc:
@@ -132,11 +123,8 @@ class XiaozhiConnection:
     def _binary(self, data: bytes) -> Message | None:
         if not self._hello or self._decoder is None:
             raise ProtocolError("hello-required", "binary frame before hello")
-        frame = framing.decode_binary(data, self.version)
-        if frame.kind == framing.TYPE_JSON:
-            return self._text(frame.payload)
         try:
-            pcm = self._decoder.decode(frame.payload)
+            pcm = self._decoder.decode(data)
         except OpusDecodeError as exc:
             raise ProtocolError("bad-audio", exc.text) from None
         self._seq += 1
@@ -153,6 +141,9 @@ class XiaozhiConnection:
             return self._on_listen(msg)
         if kind == "abort":
             return Abort(reason=str(msg.get("reason") or "abort from the box"))
+        if kind == "goodbye":
+            self._box_left = True
+            raise LinkClosed("the box said goodbye")
         if kind == "mcp":
             log.debug("%s: mcp message ignored (the box's MCP tools are not used yet)", self.peer)
         else:
@@ -162,9 +153,7 @@ class XiaozhiConnection:
     def _on_hello(self, msg: dict[str, Any]) -> Hello:
         if self._hello:
             raise ProtocolError("bad-sequence", "a second hello on the same connection")
-        if "version" in msg and msg["version"] != self.version:
-            raise ProtocolError(framing.UNSUPPORTED_VERSION,
-                                f"hello says version {msg['version']!r}, the Protocol-Version header {self.version}")
+        self._channel.check_hello(msg)
         params = msg.get("audio_params") or {}
         if not isinstance(params, dict):
             raise ProtocolError("malformed-message", "audio_params must be an object")
@@ -210,13 +199,10 @@ class XiaozhiConnection:
 
     # ---- outbound ---------------------------------------------------------------------------
     async def send(self, message: Message) -> None:
-        try:
-            await self._send(message)
-        except ConnectionClosed as exc:
-            raise LinkClosed(str(exc)) from None
+        await self._send(message)
 
     async def _json(self, msg: dict[str, Any]) -> None:
-        await self._ws.send(framing.dump(msg))
+        await self._channel.send_json(msg)
 
     async def _send(self, message: Message) -> None:
         if isinstance(message, AudioChunk):
@@ -248,7 +234,8 @@ class XiaozhiConnection:
                 await self._json(framing.stt(self._session, message.text))
         elif isinstance(message, Welcome):
             self._session = message.session_id
-            await self._json(framing.hello_reply(message.session_id, self._set.sample_rate, self._set.frame_ms))
+            await self._json(self._channel.hello_reply(
+                framing.hello_reply(message.session_id, self._set.sample_rate, self._set.frame_ms)))
         elif isinstance(message, Error):
             await self._error(message)
         # VadEvent, Pong, ReadingAck and the expression packets it did not ask for: nothing to say.
@@ -277,7 +264,7 @@ class XiaozhiConnection:
             wait = self._box.wait_before(frame_ms, self._clock())
             if wait > 0:
                 await asyncio.sleep(wait)
-            await self._ws.send(framing.encode_audio(packet, self.version, self._sent_ms))
+            await self._channel.send_audio(packet, self._sent_ms)
             self._box.sent(frame_ms, self._clock())
             self._sent_ms += frame_ms
 
@@ -293,7 +280,7 @@ class XiaozhiConnection:
     async def _close(self, code: int, reason: str) -> None:
         if not self._closed:
             self._closed = True
-            await self._ws.close(code, reason.encode()[:120].decode(errors="ignore"))
+            await self._channel.close(code, reason, goodbye=not self._box_left)
 
     async def close(self, reason: str = "") -> None:
         await self._close(1000, reason)

@@ -13,6 +13,7 @@ from gateway.links.http_front import HttpReply, HttpRequest
 from gateway.links.xiaozhi.connection import XiaozhiConnection, XiaozhiSettings
 from gateway.links.xiaozhi.emotions import EmotionTable
 from gateway.links.xiaozhi.ota import Enrolment, OtaService
+from gateway.links.xiaozhi.ws_channel import WebSocketChannel
 
 
 def lan_address() -> str | None:
@@ -70,4 +71,4 @@ class XiaozhiEndpoint:
         return await self.ota.handle(request)
 
     def connection(self, ws: ServerConnection) -> DeviceConnection:
-        return XiaozhiConnection(ws, self.settings, self.emotions)
+        return XiaozhiConnection(WebSocketChannel(ws, self.settings.max_frame_bytes), self.settings, self.emotions)
