@@ -8,38 +8,43 @@ Resources (PROTOCOL.md, "CoAP"), with `D` the device id:
 - `GET /gw/D/down`  with Observe: each notification carries the next bytes (at most 1000) of the
   downlink byte stream (COBS + CRC frames, which may be split across notifications).
 
-A Hello always starts a new session for D (a device that rebooted just says Hello again).
-A session with no request from D (POST up, GET or observe of down) for `session_idle_s` is
-closed, like a dropped WebSocket: D is offline in the registry until its next Hello.
+A Hello always starts a new session for D (a device that rebooted just says Hello again); it
+replaces D's current session only once it is welcomed (a refused Hello leaves D's session alone).
+Every other request carries the session token, the Welcome's session_id, as `?s=<token>`
+(coap_resources.py checks it). A session with no request from D (POST up, GET or observe of
+down) for `session_idle_s` is closed, like a dropped WebSocket: D is offline in the registry
+until its next Hello.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from collections import deque
+from collections.abc import Callable
 
 import aiocoap
-from aiocoap import error as coap_error
-from aiocoap import interfaces, resource
 
-from firmware_protocol import Hello, Message, ProtocolError, decode, encode_stream_frame
-from firmware_protocol.messages import DEVICE_ID_PATTERN
+from firmware_protocol import Hello, Message, ProtocolError, Welcome, encode_stream_frame
 from gateway.links.base import ConnectionHandler, LinkClosed, LinkServices
+from gateway.links.coap_resources import GatewayResources
 
 log = logging.getLogger(__name__)
 
 PROCESS_WAIT_S = 2.0  # how long a POST waits for the session to answer before responding
-NOTIFICATION_BYTES = 1000  # fits one datagram: libcoap clients drop block-wise notifications
+HELLO_WAIT_S = 10.0  # a Hello's response waits for the Welcome: it carries the session token
 
 
 class CoapDeviceConnection:
-    def __init__(self, device_id: str, peer: str, outbox_bytes: int = 1 << 20) -> None:
+    def __init__(self, device_id: str, peer: str, outbox_bytes: int = 1 << 20,
+                 on_welcome: Callable[["CoapDeviceConnection"], None] | None = None) -> None:
         self.device_id = device_id
         self.outbox_bytes = outbox_bytes  # downlink bytes kept for a device that fetches nothing
+        self.address = peer
         self.peer = f"coap {peer} ({device_id})"
+        self.token: str | None = None  # the session token: the session_id of the Welcome sent
+        self._on_welcome = on_welcome
         self._inbox: deque[Message | ProtocolError] = deque()
         self.outbox = bytearray()  # byte-stream frames not fetched yet
         self._wake = asyncio.Event()
@@ -62,6 +67,7 @@ class CoapDeviceConnection:
         if self._closed is None:
             self._closed = reason
         self._wake.set()
+        self.idle.set()  # nothing more will be answered: a waiting POST responds now
 
     async def receive(self) -> Message | ProtocolError:
         while not self._inbox:
@@ -79,6 +85,10 @@ class CoapDeviceConnection:
             self.dropped += 1  # nobody fetches: drop new frames, count them
             return
         self.outbox += encode_stream_frame(message)
+        if isinstance(message, Welcome) and self.token is None:
+            self.token = message.session_id  # from now on every request must carry it
+            if self._on_welcome is not None:
+                self._on_welcome(self)
         self.notify()
 
     def notify(self) -> None:
@@ -100,46 +110,7 @@ class CoapDeviceConnection:
 
     async def close(self, reason: str = "") -> None:
         self.end(reason or "closed")
-
-
-class DeviceResources(resource.Resource, interfaces.ObservableResource, resource.PathCapable):
-    """Everything under /gw/: <device id>/up and <device id>/down."""
-
-    def __init__(self, link: "CoapLink") -> None:
-        super().__init__()
-        self._link = link
-
-    def _split(self, request: aiocoap.Message) -> tuple[str, str]:
-        path = request.opt.uri_path
-        if len(path) != 2 or path[1] not in ("up", "down") or not re.fullmatch(DEVICE_ID_PATTERN, path[0]):
-            raise coap_error.NotFound()
-        return path[0], path[1]
-
-    async def render(self, request: aiocoap.Message) -> aiocoap.Message:
-        device_id, channel = self._split(request)
-        if channel == "up" and request.code == aiocoap.POST:
-            conn = await self._link.uplink(device_id, str(request.remote.hostinfo), request.payload)
-            # An observing device gets everything by notification, so the stream stays in order.
-            return aiocoap.Message(code=aiocoap.CHANGED, payload=b"" if conn.observers else conn.drain())
-        if channel == "down" and request.code == aiocoap.GET:
-            conn = self._link.connections.get(device_id)
-            if conn is None:
-                return aiocoap.Message(code=aiocoap.CONTENT, payload=b"")
-            conn.touch()  # a fetch or an observe (re-)registration keeps the session alive
-            payload = conn.drain(NOTIFICATION_BYTES)
-            if conn.outbox:  # the rest goes in the next notification(s)
-                asyncio.get_running_loop().call_soon(conn.notify)
-            return aiocoap.Message(code=aiocoap.CONTENT, payload=payload)
-        raise coap_error.UnallowedMethod()
-
-    async def add_observation(self, request: aiocoap.Message, serverobservation) -> None:
-        device_id, channel = self._split(request)
-        conn = self._link.connections.get(device_id)
-        if channel != "down" or conn is None:
-            return  # observe only the downlink of a device that said Hello
-        conn.observers.add(serverobservation)
-        conn.observed.set()
-        serverobservation.accept(lambda: conn.observers.discard(serverobservation))
+        self.end_observations(f"session closed ({reason or 'closed'}); send Hello")
 
 
 class CoapLink:
@@ -155,29 +126,28 @@ class CoapLink:
         self._handler: ConnectionHandler | None = None
         self._tg: asyncio.TaskGroup | None = None
 
-    async def uplink(self, device_id: str, peer: str, payload: bytes) -> CoapDeviceConnection:
-        item: Message | ProtocolError
-        if len(payload) > self.max_frame_bytes:
-            item = ProtocolError("frame-too-large", f"payload of {len(payload)} bytes exceeds {self.max_frame_bytes}")
-        else:
-            try:
-                item = decode(payload)
-            except ProtocolError as exc:
-                item = exc
-        conn = self.connections.get(device_id)
-        if conn is None or isinstance(item, Hello):
-            if conn is not None:
-                conn.end("a new Hello started a new session")
-            conn = self.connections[device_id] = CoapDeviceConnection(device_id, peer, self.outbox_bytes)
-            assert self._tg is not None and self._handler is not None
-            self._tg.create_task(self._run(conn), name=f"coap {device_id}")
+    async def hello(self, device_id: str, peer: str, hello: Hello) -> CoapDeviceConnection:
+        """A new session for D; it replaces D's current one once the Hello is welcomed (the
+        registry then closes the old one), so a refused Hello leaves D's session alone."""
+        conn = CoapDeviceConnection(device_id, peer, self.outbox_bytes, on_welcome=self._welcomed)
+        assert self._tg is not None and self._handler is not None
+        self._tg.create_task(self._run(conn), name=f"coap {device_id}")
+        await self.deliver(conn, hello, HELLO_WAIT_S)
+        return conn
+
+    def _welcomed(self, conn: CoapDeviceConnection) -> None:
+        self.connections[conn.device_id] = conn
+
+    async def deliver(self, conn: CoapDeviceConnection, item: Message | ProtocolError,
+                      wait_s: float = PROCESS_WAIT_S) -> None:
+        """Hand one uplink message to the session, then wait (bounded) until it has answered
+        what it answers right away (Welcome, ReadingAck...), so the response can carry it."""
         conn.touch()
         conn.deliver(item)
-        try:  # answer in the response what the session says right away (Welcome, ReadingAck...)
-            await asyncio.wait_for(conn.idle.wait(), PROCESS_WAIT_S)
+        try:
+            await asyncio.wait_for(conn.idle.wait(), wait_s)
         except TimeoutError:
             pass
-        return conn
 
     async def _run(self, conn: CoapDeviceConnection) -> None:
         assert self._handler is not None
@@ -203,8 +173,7 @@ class CoapLink:
     async def serve(self, handler: ConnectionHandler, ready: asyncio.Event | None = None,
                     services: LinkServices | None = None) -> None:
         self._handler = handler
-        site = resource.Site()
-        site.add_resource(["gw"], DeviceResources(self))
+        site = GatewayResources(self)
         async with asyncio.TaskGroup() as tg:
             self._tg = tg
             try:

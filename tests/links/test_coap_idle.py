@@ -18,7 +18,7 @@ from gateway.app import Gateway, default_links
 from gateway.config import parse_config
 from gateway.devices.registry import SessionRegistry
 from gateway.links.coap import CoapLink
-from tests.links.test_coap_link import BaseUri, coap_client, free_udp_port, post
+from tests.links.test_coap_link import BaseUri, coap_client, free_udp_port, hello, post
 
 pytestmark = [
     pytest.mark.asyncio(loop_scope="session"),
@@ -53,14 +53,15 @@ def offline(device: str):
 
 async def test_a_silent_coap_device_goes_offline_after_the_idle_time_and_must_say_hello_again(quick, tmp_path, caplog):
     base, registry = quick
-    assert isinstance((await post(base, "coap-quiet", Hello(device_id="coap-quiet"), tmp_path))[0], Welcome)
+    token = await hello(base, "coap-quiet", tmp_path)
     await registry.wait_until(online("coap-quiet"), 5)
     heard = time.monotonic()
     with caplog.at_level(logging.INFO, logger="gateway.links.coap"):
         await registry.wait_until(offline("coap-quiet"), 5 * IDLE_S)
     assert time.monotonic() - heard >= IDLE_S * 0.9
     assert "(coap-quiet): no request or observe refresh for 1 s (coap.session_idle_s); session closed" in caplog.text
-    [err] = await post(base, "coap-quiet", SensorReading(1, "humidity", 0, (("percent", "%", 40.0),)), tmp_path)
+    [err] = await post(base, "coap-quiet", SensorReading(1, "humidity", 0, (("percent", "%", 40.0),)), tmp_path,
+                       token=token)
     assert isinstance(err, Error) and err.code == "hello-required"  # a new session, nothing stored blindly
     assert isinstance((await post(base, "coap-quiet", Hello(device_id="coap-quiet"), tmp_path))[0], Welcome)
     await registry.wait_until(online("coap-quiet"), 5)
@@ -68,15 +69,15 @@ async def test_a_silent_coap_device_goes_offline_after_the_idle_time_and_must_sa
 
 async def test_a_device_that_keeps_posting_or_fetching_its_downlink_stays_online_past_the_idle_time(quick, tmp_path):
     base, registry = quick
-    await post(base, "coap-chatty", Hello(device_id="coap-chatty"), tmp_path)
+    token = await hello(base, "coap-chatty", tmp_path)
     await registry.wait_until(online("coap-chatty"), 5)
     started = time.monotonic()
     rounds = 0
     while time.monotonic() - started < 2.5 * IDLE_S:  # the device's own pace: a request every ~0.3 s
         if rounds % 2:
-            assert isinstance((await post(base, "coap-chatty", Ping(nonce=rounds), tmp_path))[0], Pong)
+            assert isinstance((await post(base, "coap-chatty", Ping(nonce=rounds), tmp_path, token=token))[0], Pong)
         else:
-            await coap_client("-m", "get", f"{base}/coap-chatty/down")  # a fetch of its downlink
+            await coap_client("-m", "get", f"{base}/coap-chatty/down?s={token}")  # a fetch of its downlink
         assert online("coap-chatty")(registry), f"went offline after {time.monotonic() - started:.1f} s"
         rounds += 1
         await asyncio.sleep(0.3 * IDLE_S)
@@ -85,9 +86,9 @@ async def test_a_device_that_keeps_posting_or_fetching_its_downlink_stays_online
 
 async def test_a_device_observing_its_downlink_is_told_404_when_its_session_expires(quick, tmp_path):
     base, registry = quick
-    await post(base, "coap-ear", Hello(device_id="coap-ear"), tmp_path)
+    token = await hello(base, "coap-ear", tmp_path)
     observer = await asyncio.create_subprocess_exec(
-        "coap-client-notls", "-s", "30", "-B", "30", f"{base}/coap-ear/down", stderr=asyncio.subprocess.PIPE)
+        "coap-client-notls", "-s", "30", "-B", "30", f"{base}/coap-ear/down?s={token}", stderr=asyncio.subprocess.PIPE)
     try:
         assert observer.stderr is not None
         await registry.wait_until(offline("coap-ear"), 5 * IDLE_S)  # the observe alone does not keep it alive

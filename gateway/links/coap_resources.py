@@ -1,0 +1,166 @@
+"""The CoAP link's resource tree: `/gw/D/up` and `/gw/D/down`, each request bound to D's session.
+
+Every request but a Hello carries the session token, the `session_id` of the Welcome that
+answered D's Hello, as the URI query `s=<token>` (PROTOCOL.md, "CoAP"). A request for D's
+session with a missing or wrong token is refused (4.01) and logged with the peer; the session
+itself is untouched, so D keeps being served. Every 4.xx carries a diagnostic payload,
+`<stable code>: <what was wrong and what to do>`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import re
+from typing import TYPE_CHECKING
+
+import aiocoap
+from aiocoap import interfaces, resource
+
+from firmware_protocol import Error, Hello, Message, ProtocolError, decode, encode_stream_frame
+from firmware_protocol.messages import DEVICE_ID_PATTERN
+
+if TYPE_CHECKING:
+    from gateway.links.coap import CoapDeviceConnection, CoapLink
+
+log = logging.getLogger("gateway.links.coap")
+
+NOTIFICATION_BYTES = 1000  # fits one datagram: libcoap clients drop block-wise notifications
+RESOURCES = "POST /gw/<device id>/up, GET or Observe /gw/<device id>/down"
+
+
+def refusal(code: aiocoap.numbers.codes.Code, reason: str, text: str) -> aiocoap.Message:
+    """A 4.xx with its diagnostic payload: `<stable code>: <text>`."""
+    return aiocoap.Message(code=code, payload=f"{reason}: {text}".encode())
+
+
+def session_token(request: aiocoap.Message) -> str | None:
+    for query in request.opt.uri_query:
+        key, _, value = query.partition("=")
+        if key == "s":
+            return value
+    return None
+
+
+def holds_token(conn: "CoapDeviceConnection", token: str | None) -> bool:
+    return token is not None and conn.token is not None and hmac.compare_digest(token.encode(), conn.token.encode())
+
+
+def parse_target(path: tuple[str, ...]) -> tuple[str, str] | None:
+    """(device id, "up" | "down") for `/gw/D/up` or `/gw/D/down`, else None."""
+    if len(path) == 3 and path[0] == "gw" and path[2] in ("up", "down") and re.fullmatch(DEVICE_ID_PATTERN, path[1]):
+        return path[1], path[2]
+    return None
+
+
+class GatewayResources(resource.Resource, interfaces.ObservableResource, resource.PathCapable):
+    """The whole CoAP site: every path comes here, so an unknown one gets a diagnostic too."""
+
+    def __init__(self, link: "CoapLink") -> None:
+        super().__init__()
+        self._link = link
+
+    async def needs_blockwise_assembly(self, request: aiocoap.Message) -> bool:
+        return True
+
+    def _peer(self, request: aiocoap.Message) -> str:
+        return f"coap {request.remote.hostinfo}"
+
+    def _target(self, request: aiocoap.Message) -> tuple[str, str] | aiocoap.Message:
+        target = parse_target(request.opt.uri_path)
+        if target is not None:
+            return target
+        shown = "/" + "/".join(request.opt.uri_path)
+        log.info("%s: unknown-resource %s", self._peer(request), shown)
+        return refusal(aiocoap.NOT_FOUND, "unknown-resource", f"no resource {shown}; the resources are {RESOURCES}")
+
+    def _session(self, device_id: str, request: aiocoap.Message, what: str) -> "CoapDeviceConnection | aiocoap.Message":
+        """D's session if the request carries its token; else the refusal (logged)."""
+        conn = self._link.connections.get(device_id)
+        if conn is None:
+            return refusal(aiocoap.NOT_FOUND, "hello-required",
+                           f"{device_id} has no session; POST a Hello to /gw/{device_id}/up first")
+        token = session_token(request)
+        if token is None:
+            reason, text = "session-token-missing", "add ?s=<token>, the session_id of the Welcome that answered your Hello"
+        elif not holds_token(conn, token):
+            reason, text = "session-token-wrong", f"this is not the token of {device_id}'s session; send Hello for a new session"
+        else:
+            return conn
+        log.warning("%s: %s refused: %s (%s's session from %s is untouched)",
+                    self._peer(request), what, reason, device_id, conn.address)
+        return refusal(aiocoap.UNAUTHORIZED, reason, text)
+
+    async def render(self, request: aiocoap.Message) -> aiocoap.Message:
+        target = self._target(request)
+        if isinstance(target, aiocoap.Message):
+            return target
+        device_id, channel = target
+        if channel == "up" and request.code == aiocoap.POST:
+            return await self._post_up(device_id, request)
+        if channel == "down" and request.code == aiocoap.GET:
+            return self._get_down(device_id, request)
+        observe = " with Observe" if request.opt.observe is not None else ""
+        log.info("%s: method-not-allowed %s%s on /gw/%s/%s", self._peer(request), request.code, observe, device_id, channel)
+        allowed = "POST" if channel == "up" else "GET (with or without Observe)"
+        return refusal(aiocoap.METHOD_NOT_ALLOWED, "method-not-allowed",
+                       f"/gw/{device_id}/{channel} takes {allowed}; replies are observed on /gw/{device_id}/down")
+
+    async def _post_up(self, device_id: str, request: aiocoap.Message) -> aiocoap.Message:
+        item = self._decode(request.payload)
+        what = f"POST /gw/{device_id}/up"
+        if isinstance(item, Hello):  # a Hello opens a session: the device's token is checked in it
+            if item.device_id != device_id:
+                log.warning("%s: %s refused: hello-device-mismatch (Hello of %s)", self._peer(request), what, item.device_id)
+                return refusal(aiocoap.BAD_REQUEST, "hello-device-mismatch",
+                               f"the Hello is for {item.device_id!r}; POST it to /gw/{item.device_id}/up")
+            conn = await self._link.hello(device_id, str(request.remote.hostinfo), item)
+            return aiocoap.Message(code=aiocoap.CHANGED, payload=conn.drain())
+        if self._link.connections.get(device_id) is None:  # no session (expired, gateway restarted)
+            return aiocoap.Message(code=aiocoap.CHANGED, payload=self._hello_required(device_id, request, item))
+        conn = self._session(device_id, request, what)
+        if isinstance(conn, aiocoap.Message):
+            return conn
+        await self._link.deliver(conn, item)
+        # An observing device gets everything by notification, so the stream stays in order.
+        return aiocoap.Message(code=aiocoap.CHANGED, payload=b"" if conn.observers else conn.drain())
+
+    def _decode(self, payload: bytes) -> Message | ProtocolError:
+        if len(payload) > self._link.max_frame_bytes:
+            return ProtocolError("frame-too-large", f"payload of {len(payload)} bytes exceeds {self._link.max_frame_bytes}")
+        try:
+            return decode(payload)
+        except ProtocolError as exc:
+            return exc
+
+    def _hello_required(self, device_id: str, request: aiocoap.Message, item: Message | ProtocolError) -> bytes:
+        """The answer, in the downlink framing, to a message for a device with no session."""
+        if isinstance(item, ProtocolError):
+            error = Error(code=item.code, text=item.text)
+        else:
+            error = Error(code="hello-required", text=f"send hello first (got {item.NAME})")
+        log.warning("%s (%s): %s: %s (no session)", self._peer(request), device_id, error.code, error.text)
+        return encode_stream_frame(error)
+
+    def _get_down(self, device_id: str, request: aiocoap.Message) -> aiocoap.Message:
+        conn = self._session(device_id, request, f"GET /gw/{device_id}/down")
+        if isinstance(conn, aiocoap.Message):
+            return conn
+        conn.touch()  # a fetch or an observe (re-)registration keeps the session alive
+        payload = conn.drain(NOTIFICATION_BYTES)
+        if conn.outbox:  # the rest goes in the next notification(s)
+            asyncio.get_running_loop().call_soon(conn.notify)
+        return aiocoap.Message(code=aiocoap.CONTENT, payload=payload)
+
+    async def add_observation(self, request: aiocoap.Message, serverobservation) -> None:
+        # aiocoap 0.4 fails (5.00) on a refused observation that was never accepted: accept every
+        # one, keep only D's own, and let render's 4.xx end the others.
+        target = parse_target(request.opt.uri_path) if request.code == aiocoap.GET else None
+        conn = self._link.connections.get(target[0]) if target is not None and target[1] == "down" else None
+        if conn is None or not holds_token(conn, session_token(request)):
+            serverobservation.accept(lambda: None)
+            return
+        conn.observers.add(serverobservation)
+        conn.observed.set()
+        serverobservation.accept(lambda: conn.observers.discard(serverobservation))
