@@ -48,7 +48,6 @@ from gateway.links.websocket import WebSocketLink
 from gateway.links.xiaozhi.emotions import EmotionTable
 from gateway.links.xiaozhi.endpoint import XiaozhiEndpoint, lan_address
 from gateway.engines.store import ModelStore
-from gateway.voice.conversation import TurnMetrics
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +70,6 @@ class Gateway:
     cfg: GatewayConfig
     runner: EngineRunner
     links: list[DeviceLink]
-    on_metrics: Callable[[TurnMetrics], None] | None = None
     registry: SessionRegistry = field(default_factory=SessionRegistry)
     bus: EventBus = field(default_factory=EventBus)
     memory: MemoryService | None = None  # started and closed by serve()
@@ -96,7 +94,7 @@ class Gateway:
             runner=self.runner,
             brain=self.brain,
             registry=self.registry,
-            on_metrics=self.on_metrics,
+            bus=self.bus,  # the turn events (gateway/voice/events.py): screens, `gateway bench` metrics
             auth=self.auth,
             readings=self.readings,
             expression=ExpressionService.from_config(self.cfg, self.bus),
@@ -125,8 +123,9 @@ class Gateway:
                 await asyncio.gather(*(e.wait() for e in events))
                 if ready is not None:
                     ready.set()
-        finally:  # every task has ended: the brain's last memory writes, then the memory itself
+        finally:  # every task has ended: the brain's last memory writes, the brain, then the memory itself
             await drain_brain(self.brain)
+            await self.brain.close()
             if self.memory is not None:
                 await self.memory.close()
 

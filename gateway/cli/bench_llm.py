@@ -24,7 +24,7 @@ from gateway.brain.scripted import Script, ScriptedLlm
 from gateway.config import GatewayConfig, LlmProviderConfig
 from gateway.brain.contract import BrainContext
 from gateway.brain.local import LocalBrain
-from gateway.voice.conversation import TurnMetrics
+from gateway.voice.events import TurnMetrics
 
 TARGET_OVERHEAD_MS = 200.0
 # Questions the local reply table has no answer for, so the brain asks the LLM.

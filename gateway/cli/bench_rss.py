@@ -25,9 +25,9 @@ import numpy as np
 
 from gateway.app import Gateway, default_links, load_runner
 from gateway.audio.pcm import int16_to_float, resample
+from gateway.cli.bench_voice import turn_metrics
 from gateway.cli.virtual_box import simulate
 from gateway.config import GatewayConfig
-from gateway.voice.conversation import TurnMetrics
 
 QUESTIONS = [
     "What time is it?", "My name is Alice.", "What is my name?", "Hello there.",
@@ -87,9 +87,9 @@ async def _sessions(cfg: GatewayConfig, runner, n: int, speed: float, say) -> di
     figures: dict = {}
     before = memory_mb()
     memory = MemoryService.from_config(cfg)
-    metrics: list[TurnMetrics] = []
     links = default_links(cfg)
-    gateway = Gateway(cfg, runner, links, on_metrics=metrics.append, memory=memory)
+    gateway = Gateway(cfg, runner, links, memory=memory)
+    finished = turn_metrics(gateway.bus)
     ready = asyncio.Event()
     server = asyncio.create_task(gateway.serve(ready))
     try:
@@ -120,6 +120,7 @@ async def _sessions(cfg: GatewayConfig, runner, n: int, speed: float, say) -> di
     finally:
         server.cancel()
         await asyncio.gather(server, return_exceptions=True)
+    metrics = finished()
     figures["asr_ms"] = _median([m.asr_ms for m in metrics])
     figures["utterance_ms"] = _median([m.utterance_ms for m in metrics])
     figures["first_tts_sentence_ms"] = _median([m.first_tts_ms for m in metrics])

@@ -16,19 +16,21 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from gateway.app import Gateway, load_runner
 from gateway.audio.pcm import int16_to_float
+from gateway.bus import EventBus
 from gateway.config import GatewayConfig
 from gateway.expression.bench import measure
 from gateway.expression.sentence import Expression
 from gateway.expression.servo import ServoMapFile
 from gateway.links.websocket import WebSocketLink
 from gateway.cli.virtual_box import simulate
-from gateway.voice.conversation import TurnMetrics
+from gateway.voice.events import TurnFinished, TurnMetrics
 
 QUESTIONS = [
     "What time is it?",
@@ -92,9 +94,9 @@ async def run_turns(cfg: GatewayConfig, runner, inputs: list[tuple[str, np.ndarr
                     ) -> tuple[list[TurnMetrics], list[float]]:
     """Each input spoken in real time to an in-process gateway on a loopback WebSocket, one device
     per utterance: the gateway's metrics per turn and the client-side input end -> first audio."""
-    metrics: list[TurnMetrics] = []
     link = WebSocketLink("127.0.0.1", 0, cfg.server.websocket_path, cfg.server.max_frame_bytes)
-    gateway = Gateway(cfg, runner, [link], on_metrics=metrics.append)
+    gateway = Gateway(cfg, runner, [link])
+    finished = turn_metrics(gateway.bus)
     ready = asyncio.Event()
     server = asyncio.create_task(gateway.serve(ready))
     await ready.wait()
@@ -111,7 +113,20 @@ async def run_turns(cfg: GatewayConfig, runner, inputs: list[tuple[str, np.ndarr
     finally:
         server.cancel()
         await asyncio.gather(server, return_exceptions=True)
-    return metrics, first_audio
+    return finished(), first_audio
+
+
+def turn_metrics(bus: EventBus) -> Callable[[], list[TurnMetrics]]:
+    """Subscribe to the turns' metrics (`TurnFinished` on the bus); the call returns those so far."""
+    sub = bus.subscribe(TurnFinished, maxsize=100_000, name="bench-metrics")
+    metrics: list[TurnMetrics] = []
+
+    def collected() -> list[TurnMetrics]:
+        while not sub.queue.empty():
+            metrics.append(sub.queue.get_nowait().metrics)
+        return metrics
+
+    return collected
 
 
 def expression_cost(cfg: GatewayConfig, runner) -> dict[str, float]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from firmware_protocol import (
@@ -33,6 +32,7 @@ from firmware_protocol import (
     Welcome,
 )
 from gateway import __version__
+from gateway.bus import EventBus
 from gateway.config import GatewayConfig
 from gateway.devices.auth import Authenticator, AuthRefused
 from gateway.devices.readings import ReadingService
@@ -41,7 +41,9 @@ from gateway.engines.runner import EngineRunner
 from gateway.expression.service import ExpressionService
 from gateway.links.base import DeviceConnection, LinkClosed
 from gateway.brain.contract import Brain
-from gateway.voice.conversation import Conversation, TurnMetrics
+from gateway.voice.conversation import Conversation
+from gateway.voice.events import BargedIn, Sink, TurnEvent, TurnEvents
+from gateway.voice.wire import to_device
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +58,7 @@ class SessionServices:
     runner: EngineRunner
     brain: Brain
     registry: SessionRegistry
-    on_metrics: Callable[[TurnMetrics], None] | None = None
+    bus: EventBus | None = None  # where the turn events go beyond the device (screens, bench metrics)
     auth: Authenticator | None = None  # None: every device is let in (tests of the voice loop)
     readings: ReadingService | None = None  # None: SensorReading is refused with storage-failed
     expression: ExpressionService | None = None  # None: no expression packets (visemes, action...)
@@ -135,10 +137,10 @@ async def serve_device(conn: DeviceConnection, services: SessionServices) -> Non
             cfg,
             services.runner,
             services.brain.session(hello.device_id),  # this connection's turn state with the brain
-            services.expression.tap(hello.device_id, peer.send) if services.expression else peer.send,
+            peer.send,
             audio_in,
             audio_out,
-            services.on_metrics,
+            _turn_events(services, hello.device_id, peer),
             on_sentence=services.expression.hook_for(hello.device_id, hello.capabilities) if services.expression else None,
         )
         async with services.registry.register(hello.device_id, conn, conversation, hello.capabilities):
@@ -152,6 +154,19 @@ async def serve_device(conn: DeviceConnection, services: SessionServices) -> Non
             await conn.close()
         except Exception:  # the socket may already be gone; nothing else to do
             pass
+
+
+def _turn_events(services: SessionServices, device_id: str, peer: _Peer) -> TurnEvents:
+    """The session's turn events: to the device first, then the expression (a barge-in that cut an
+    audio stream stops the device's servo timeline), then on the bus."""
+    sinks: list[Sink] = [to_device(peer.send)]
+    if (expression := services.expression) is not None:
+        async def stop_servos(event: TurnEvent) -> None:
+            if isinstance(event, BargedIn) and event.stream_id is not None:
+                expression.reply_aborted(device_id)
+
+        sinks.append(stop_servos)
+    return TurnEvents(sinks, services.bus)
 
 
 async def _on_reading(peer: _Peer, services: SessionServices, device_id: str, msg: SensorReading) -> None:

@@ -2,24 +2,22 @@
 called with each synthesized `Sentence`, see `gateway.expression.device.DeviceExpression`).
 
 Every analysed sentence is also published on the event bus as a `SentenceExpressed` event, for
-LAN screens and tools, whatever the device itself asked for.
+LAN screens and tools, whatever the device itself asked for. When a reply is cut (a barge-in), the
+device session calls `reply_aborted`: the device's servo timeline stops.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from firmware_protocol import AudioStop, Capability, ExpressionSetup, Message, ReplyText, StopReason, Transcript
+from firmware_protocol import Capability, ExpressionSetup
 from gateway.bus import EventBus
 from gateway.config import GatewayConfig
 from gateway.expression.device import DeviceExpression
 from gateway.expression.sentence import Expression, SentenceExpression
 from gateway.expression.servo import ServoMapFile, ServoPlayer
 from gateway.engines.base import SynthChunk
-
-Send = Callable[[Message], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -31,14 +29,6 @@ class SentenceExpressed:
     expression: SentenceExpression
     pcm: bytes  # the sentence's audio as the TTS made it: int16 little-endian mono
     sample_rate: int
-
-
-@dataclass(frozen=True)
-class DeviceSaid:
-    """Bus event: the gateway sent `message` (a Transcript or the closing ReplyText) to a device."""
-
-    device_id: str
-    message: Message
 
 
 class ExpressionService:
@@ -62,20 +52,11 @@ class ExpressionService:
         return cls.from_paths(cfg.path(e.action_rules), cfg.path(e.sentiment), cfg.path(e.servo_map),
                               e.mouth_frame_ms, bus, cfg.path(e.hints))
 
-    def tap(self, device_id: str, send: Send) -> Send:
-        """`send`, also publishing the device's transcripts and closing reply texts on the bus, and
-        stopping the device's servo timeline when its reply is aborted (barge-in)."""
-        bus = self.bus
-
-        async def tapped(message: Message) -> None:
-            await send(message)
-            if isinstance(message, AudioStop) and message.reason == StopReason.ABORTED:
-                if (player := self._players.get(device_id)) is not None:
-                    player.reset()
-            if bus is not None and (isinstance(message, Transcript) or (isinstance(message, ReplyText) and message.final)):
-                bus.publish(DeviceSaid(device_id, message))
-
-        return tapped
+    def reply_aborted(self, device_id: str) -> None:
+        """The device's reply was cut (barge-in): its servo timeline stops, so the next sentence's
+        motion may start whatever its priority."""
+        if (player := self._players.get(device_id)) is not None:
+            player.reset()
 
     def hook_for(self, device_id: str, capabilities: int) -> DeviceExpression | None:
         """The sentence hook for one device session, or None when nobody needs the analysis."""

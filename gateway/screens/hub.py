@@ -17,13 +17,13 @@ import wave
 from collections import OrderedDict
 from typing import Any
 
-from firmware_protocol import ReplyText, Transcript
 from gateway.bus import EventBus
-from gateway.expression.service import DeviceSaid, SentenceExpressed
+from gateway.expression.service import SentenceExpressed
 from gateway.links.base import LinkClosed
 from gateway.links.web import TextSocket
 from gateway.memory.events import Alert
 from gateway.screens.fay import alert_message, for_screen, sentence_message, text_message
+from gateway.voice.events import ReplyEnded, Transcribed
 
 log = logging.getLogger(__name__)
 
@@ -96,18 +96,18 @@ class ScreenHub:
             self._fresh[event.device_id] = False
             self.publish(sentence_message(event.device_id, event.stream_id, event.expression,
                                           f"/audio/{number}.wav", first))
-        elif isinstance(event, DeviceSaid):
+        elif isinstance(event, Transcribed):
             self._fresh[event.device_id] = True
-            msg = event.message
-            if isinstance(msg, Transcript) and msg.text:
-                self.publish(text_message(event.device_id, "transcript", msg.text))
-            elif isinstance(msg, ReplyText):
-                self.publish(text_message(event.device_id, "reply_end", msg.text, is_end=True))
+            if event.text:
+                self.publish(text_message(event.device_id, "transcript", event.text))
+        elif isinstance(event, ReplyEnded):
+            self._fresh[event.device_id] = True
+            self.publish(text_message(event.device_id, "reply_end", event.display, is_end=True))
         elif isinstance(event, Alert):
             self.publish(alert_message(event.user_id, event.devices, event.text, event.severity, event.at))
 
     async def consume(self, bus: EventBus) -> None:
-        sub = bus.subscribe(SentenceExpressed, DeviceSaid, Alert, name="screens")
+        sub = bus.subscribe(SentenceExpressed, Transcribed, ReplyEnded, Alert, name="screens")
         try:
             async for event in sub:
                 self.on_event(event)

@@ -11,7 +11,11 @@ and cancels its request.
 
 The conversation talks to its connection's `BrainSession` (handed in by the device session) through
 the brain contract only: `reply` for each turn, then `spoken` with what was actually played (the
-speech of the sentences whose audio started), after the reply ended or was interrupted.
+speech of the sentences whose audio started), after the reply ended or was interrupted (the turns
+run in gateway/voice/replier.py). Everything a turn does is published once, as the typed events of
+gateway/voice/events.py, to the session's `TurnEvents`: the device's VadEvent, Transcript, closing
+ReplyText and AudioStop(ABORTED) come from them (gateway/voice/wire.py); a reply's audio streams
+are the Speaker's.
 """
 
 from __future__ import annotations
@@ -19,51 +23,31 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
 import numpy as np
 
-from firmware_protocol import AudioFormat, AudioStop, Error, Message, ReplyText, StopReason, Transcript, VadEvent
+from firmware_protocol import AudioFormat
 from gateway.audio.pcm import s16le_to_float
+from gateway.brain.contract import BrainContext, BrainSession, Sentence
 from gateway.config import GatewayConfig
 from gateway.engines.runner import EngineRunner
-from gateway.errors import GatewayError
-from gateway.brain.contract import BrainContext, BrainSession, Sentence, sentences_of
 from gateway.voice.endpointing import Endpointer, Event
-from gateway.voice.listener import Listener
+from gateway.voice.events import SentenceStarted, SpeechEnded, SpeechStarted, TurnEvents, TurnMetrics
+from gateway.voice.listener import ASR_RATE, Listener
+from gateway.voice.replier import Decode, Replier
+from gateway.voice.speaker import Send, SentenceHook, Speaker
 from gateway.voice.speculation import SpeculativeReply
-from gateway.voice.speaker import Playback, SentenceHook, Speaker
 
 log = logging.getLogger(__name__)
 
-Send = Callable[[Message], Awaitable[None]]
+__all__ = ["Conversation", "TurnMetrics"]
 
 
 @dataclass
-class TurnMetrics:
-    """Latency breakdown of one turn, in milliseconds (see `gateway bench`)."""
-
-    device_id: str
-    utterance_ms: float = 0.0
-    endpoint_wait_ms: float = 0.0  # trailing silence the endpointer waited for (audio time)
-    asr_ms: float = 0.0  # decode compute time
-    asr_after_endpoint_ms: float = 0.0  # how long the turn waited for ASR after the endpoint
-    speculative: bool = False  # transcript came from the speculative decode
-    speculative_reply: bool = False  # the brain was asked before the endpoint (gateway/voice/speculation.py)
-    first_sentence_after_endpoint_ms: float = 0.0  # when the brain's first sentence was there (0: before)
-    brain_ms: float = 0.0
-    first_tts_ms: float = 0.0
-    endpoint_to_first_audio_ms: float = 0.0
-    transcript: str = ""
-    reply: str = ""
-    barged_in: bool = False
-
-
-@dataclass
-class _Decode:
-    task: asyncio.Task[tuple[str, float]]
+class _Speculation:
+    decode: asyncio.Task[tuple[str, float]]
     started: float = field(default_factory=time.monotonic)
     reply: SpeculativeReply | None = None  # the brain asked on the speculative transcript
 
@@ -79,17 +63,17 @@ class Conversation:
         send: Send,
         audio_in: AudioFormat,
         audio_out: AudioFormat,
-        on_metrics: Callable[[TurnMetrics], None] | None = None,
+        events: TurnEvents,
         on_sentence: SentenceHook | None = None,
     ) -> None:
+        """`send` carries the reply's audio streams; everything else the device is told comes from
+        the turn `events` (whose sinks include the wire, gateway/voice/wire.py)."""
         self.device_id = device_id
-        self._peer = peer
         self._cfg = cfg
         self._runner = runner
         self._brain = brain
-        self._send = send
+        self._events = events
         self._in = audio_in
-        self._on_metrics = on_metrics
         v = cfg.vad
         self._listener = Listener(
             runner,
@@ -98,12 +82,15 @@ class Conversation:
             audio_in.sample_rate,
             v.preroll_ms,
         )
-        self._speaker = Speaker(runner, send, audio_out, cfg.audio.chunk_ms, cfg.audio.prebuffer_ms,
-                                on_sentence=on_sentence)
-        self._spec: _Decode | None = None
+
+        async def started(sentence: Sentence, stream_id: int) -> None:
+            await events.publish(SentenceStarted(device_id, stream_id, sentence))
+
+        speaker = Speaker(runner, send, audio_out, cfg.audio.chunk_ms, cfg.audio.prebuffer_ms,
+                          on_sentence=on_sentence, on_start=started)
+        self._replier = Replier(device_id, peer, brain, speaker, events)
+        self._spec: _Speculation | None = None
         self._speculate_reply = cfg.brain.speculate and brain.speculates
-        self._turn: asyncio.Task[None] | None = None
-        self._play: Playback | None = None
 
     # ---- inbound -------------------------------------------------------------------------
     async def on_audio(self, data: bytes) -> None:
@@ -115,61 +102,34 @@ class Conversation:
         """The device ended its audio stream (push-to-talk released): the utterance ends now."""
         audio = self._listener.utterance_audio()
         if self._listener.force_endpoint() and audio.size:
-            await self._send(VadEvent(event=VadEvent.SPEECH_END, audio_ms=int(self._listener.position_ms)))
+            await self._events.publish(SpeechEnded(self.device_id, int(self._listener.position_ms)))
             await self._drop_speculation()
             self._listener.end_utterance()
-            self._start_turn(self._decode(audio), TurnMetrics(self.device_id, utterance_ms=1000 * audio.size / 16000))
+            self._replier.answer(self._decode(audio), TurnMetrics(self.device_id, utterance_ms=_ms(audio)))
 
     async def on_text(self, text: str) -> None:
         await self.interrupt("new text input")
-
-        async def given() -> tuple[str, float]:
-            return text, 0.0
-
-        self._start_turn(asyncio.create_task(given()), TurnMetrics(self.device_id))
+        given: Decode = asyncio.get_running_loop().create_future()
+        given.set_result((text, 0.0))
+        self._replier.answer(given, TurnMetrics(self.device_id))
 
     async def say(self, text: str) -> None:
         """Speak `text` now (an announcement, an alert), interrupting any reply in progress."""
-        await self.interrupt("announcement")
-
-        async def sentences() -> AsyncIterator[Sentence]:
-            for sentence in sentences_of(text):
-                yield sentence
-
-        async def run(play: Playback) -> None:
-            await self._speaker.speak(sentences(), play)
-            await self._send(ReplyText(text=play.shown(), final=True))
-
-        self._play = Playback()
-        self._turn = asyncio.create_task(run(self._play))
+        await self._replier.announce(text)
 
     async def interrupt(self, reason: str) -> None:
         """Barge-in: stop the reply within one chunk and tell the device."""
-        turn, play = self._turn, self._play
-        if turn is None or turn.done():
-            return
-        turn.cancel()
-        try:
-            await turn
-        except asyncio.CancelledError:
-            pass
-        log.info("%s (%s): reply interrupted: %s", self._peer, self.device_id, reason)
-        if play is not None:
-            if play.open_stream is not None:
-                await self._send(AudioStop(stream_id=play.open_stream, reason=StopReason.ABORTED))
-            await self._send(ReplyText(text=play.shown(), final=True))
+        await self._replier.interrupt(reason)
 
     async def close(self) -> None:
-        if self._turn is not None:
-            self._turn.cancel()
-        if self._spec is not None:
-            self._spec.task.cancel()
-            await self._drop_speculation()
+        """End the running reply and the speculative decode (cancelled and awaited)."""
+        await self._replier.close()
+        await self._drop_speculation()
 
     # ---- listening ----------------------------------------------------------------------
     async def _on_event(self, event: Event, audio_ms: float) -> None:
         if event is Event.SPEECH_START:
-            await self._send(VadEvent(event=VadEvent.SPEECH_START, audio_ms=int(audio_ms)))
+            await self._events.publish(SpeechStarted(self.device_id, int(audio_ms)))
             if self._cfg.vad.barge_in:
                 await self.interrupt("the user started speaking")
         elif event is Event.SPECULATE:
@@ -178,111 +138,42 @@ class Conversation:
             if self._speculate_reply:
                 ctx = BrainContext(self.device_id, datetime.now().astimezone(), reports_playback=True)
                 reply = SpeculativeReply(self._brain, ctx, decode)
-            self._spec = _Decode(decode, reply=reply)
+            self._spec = _Speculation(decode, reply=reply)
         elif event is Event.RESUMED:
-            await self._drop_speculation()  # stale: the decode finishes on its thread and is ignored
+            await self._drop_speculation()  # stale: its decode is cancelled (the thread's result is ignored)
         elif event is Event.ENDPOINT:
-            await self._send(VadEvent(event=VadEvent.SPEECH_END, audio_ms=int(audio_ms)))
+            await self._events.publish(SpeechEnded(self.device_id, int(audio_ms)))
             audio = self._listener.utterance_audio()
             self._listener.end_utterance()
-            metrics = TurnMetrics(
-                self.device_id,
-                utterance_ms=1000 * audio.size / 16000,
-                endpoint_wait_ms=float(self._cfg.vad.trailing_silence_ms),
-            )
-            reply = None
-            if self._spec is not None:
-                decode, metrics.speculative, reply = self._spec.task, True, self._spec.reply
+            metrics = TurnMetrics(self.device_id, utterance_ms=_ms(audio),
+                                  endpoint_wait_ms=float(self._cfg.vad.trailing_silence_ms))
+            spec, self._spec = self._spec, None
+            if spec is not None:  # the turn owns the speculative decode (and reply) from here on
+                metrics.speculative = True
+                self._replier.answer(spec.decode, metrics, spec.reply)
             else:
-                decode = self._decode(audio)
-            self._spec = None
-            self._start_turn(decode, metrics, reply)
+                self._replier.answer(self._decode(audio), metrics)
 
     async def _drop_speculation(self) -> None:
+        """Forget the speculative decode: its early reply withdrawn, the decode cancelled and awaited."""
         spec, self._spec = self._spec, None
-        if spec is not None and spec.reply is not None:
+        if spec is None:
+            return
+        if spec.reply is not None:
             await spec.reply.withdraw()
+        spec.decode.cancel()
+        await asyncio.gather(spec.decode, return_exceptions=True)
 
     def _decode(self, audio: np.ndarray) -> asyncio.Task[tuple[str, float]]:
+        """The utterance's transcript, decoded on the ASR thread (owned by a speculation or a turn)."""
         async def run() -> tuple[str, float]:
             started = time.monotonic()
             text = await self._runner.transcribe(audio)
             return text, (time.monotonic() - started) * 1000
 
-        return asyncio.create_task(run())
+        return asyncio.create_task(run(), name=f"decode {self.device_id}")
 
-    # ---- replying -----------------------------------------------------------------------
-    def _start_turn(self, decode: asyncio.Task[tuple[str, float]], metrics: TurnMetrics,
-                    reply: SpeculativeReply | None = None) -> None:
-        self._play = Playback()
-        self._turn = asyncio.create_task(self._run_turn(decode, metrics, self._play, reply))
 
-    async def _run_turn(self, decode: asyncio.Task[tuple[str, float]], m: TurnMetrics, play: Playback,
-                        reply: SpeculativeReply | None = None) -> None:
-        endpoint_at = time.monotonic()
-        try:
-            text, m.asr_ms = await decode
-            m.asr_after_endpoint_ms = (time.monotonic() - endpoint_at) * 1000
-            m.transcript = text
-            await self._send(Transcript(text=text, final=True))
-            if not text:
-                log.info("%s (%s): heard speech but no words", self._peer, self.device_id)
-                return
-            brain_started = time.monotonic()
-            if reply is not None:  # asked before the endpoint: its first sentence may be there already
-                m.speculative_reply = True
-                sentences = reply.sentences()
-            else:
-                sentences = self._brain.reply(text, BrainContext(self.device_id, datetime.now().astimezone(),
-                                                                 reports_playback=True))
-            first: list[float] = []
-            await self._speaker.speak(self._mark_first(sentences, first), play)
-            if first and reply is not None and reply.started is not None and reply.first_at is not None:
-                brain_started, first[:1] = reply.started, [reply.first_at]
-            if first:
-                m.brain_ms = (first[0] - brain_started) * 1000
-                m.first_sentence_after_endpoint_ms = max(0.0, (first[0] - endpoint_at) * 1000)
-            m.reply = play.said()
-            self._brain.spoken(m.reply)  # played to the end: the brain may remember it now
-            await self._send(ReplyText(text=play.shown(), final=True))  # display text; m.reply is speech
-        except asyncio.CancelledError:
-            m.barged_in = True
-            m.reply = play.said()
-            self._brain.spoken(m.reply)  # the brain's history keeps only what was played
-            raise
-        except GatewayError as exc:
-            log.exception("%s (%s): %s", self._peer, self.device_id, exc.code)
-            await self._send(Error(code=exc.code, text=exc.text))
-        except Exception as exc:  # stage boundary: report, keep the session alive
-            log.exception("%s (%s): turn failed", self._peer, self.device_id)
-            await self._send(Error(code="internal-error", text=f"the reply failed: {exc}"))
-        finally:
-            if reply is not None:
-                await reply.close()  # after a barge-in: the brain's request must not run on
-            if play.first_audio_at is not None:
-                m.endpoint_to_first_audio_ms = (play.first_audio_at - endpoint_at) * 1000
-            m.first_tts_ms = play.first_tts_ms or 0.0
-            if m.transcript:
-                self._report(m)
-
-    @staticmethod
-    async def _mark_first(sentences: AsyncIterator[Sentence], first: list[float]) -> AsyncIterator[Sentence]:
-        async for s in sentences:
-            if not first:
-                first.append(time.monotonic())
-            yield s
-
-    def _report(self, m: TurnMetrics) -> None:
-        log.info(
-            "%s (%s): heard %r -> %r | asr %.0f ms (%s), endpoint->first audio %.0f ms%s",
-            self._peer,
-            self.device_id,
-            m.transcript,
-            m.reply,
-            m.asr_ms,
-            "speculative" if m.speculative else "after endpoint",
-            m.endpoint_to_first_audio_ms,
-            " [barge-in]" if m.barged_in else "",
-        )
-        if self._on_metrics is not None:
-            self._on_metrics(m)
+def _ms(audio: np.ndarray) -> float:
+    """The length of an utterance's audio (at the listener's ASR rate), in ms."""
+    return 1000 * audio.size / ASR_RATE

@@ -4,8 +4,9 @@ Each sentence is synthesized (TTS thread) as soon as its text is known, resample
 device's rate and sent as its own audio stream: `ReplyText`, `AudioStart`, `AudioChunk`s,
 `AudioStop`. Synthesis runs ahead of playback; sending is paced (see `gateway.audio.pacing`).
 TTS gets a sentence's `speech`; its ReplyText carries its `display` text.
-Cancelling the task that runs `speak` stops the reply within one chunk: the caller then sends
-`AudioStop(ABORTED)` via `abort_stream`.
+Cancelling the task that runs `speak` stops the reply within one chunk (the synthesis task is
+cancelled and awaited with it); `Playback.open_stream` then names the stream that was cut, for
+the caller's `BargedIn` event (the wire sends its `AudioStop(ABORTED)`, gateway/voice/wire.py).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ SentenceHook = Callable[[Sentence, list[SynthChunk], int], list[Message]]
 the sentence's ReplyText and before its AudioStart (expression packets: visemes, action...).
 Called while synthesizing, ahead of playback, with the `Sentence` as the brain yielded it (speech,
 display text and hints)."""
+SentenceStart = Callable[[Sentence, int], Awaitable[None]]
+"""(sentence, its stream id): awaited when the sentence begins to play, before its ReplyText."""
 
 
 @dataclass
@@ -59,6 +62,7 @@ class Speaker:
         prebuffer_ms: int,
         clock: Callable[[], float] = time.monotonic,
         on_sentence: SentenceHook | None = None,
+        on_start: SentenceStart | None = None,
     ) -> None:
         self._runner = runner
         self._send = send
@@ -68,6 +72,7 @@ class Speaker:
         self._clock = clock
         self._next_stream = 1
         self._on_sentence = on_sentence
+        self._on_start = on_start
 
     def _stream_id(self) -> int:
         sid = self._next_stream
@@ -104,6 +109,8 @@ class Speaker:
             while (item := await queue.get()) is not None:
                 sentence, pcm, sid, extra = item
                 play.sentences_started.append(sentence)
+                if self._on_start is not None:
+                    await self._on_start(sentence, sid)
                 await self._send(ReplyText(text=sentence.display, stream_id=sid, final=False))
                 for message in extra:
                     await self._send(message)
@@ -122,6 +129,6 @@ class Speaker:
                 await self._send(AudioStop(stream_id=sid, reason=StopReason.END))
                 play.open_stream = None
             await producer  # surface synthesis errors
-        finally:
-            if not producer.done():
-                producer.cancel()
+        finally:  # owned: ended with the reply (cancelled by a barge-in or a failed send)
+            producer.cancel()
+            await asyncio.gather(producer, return_exceptions=True)

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import numpy as np
 
-from firmware_protocol import Action, AudioStop, Capability, Sentiment, ServoKeyframes, StopReason, Transcript
+from firmware_protocol import Action, Capability, Sentiment, ServoKeyframes
 from gateway.brain.contract import Sentence
 from gateway.bus import EventBus
 from gateway.engines.base import SynthChunk
-from gateway.expression.service import DeviceSaid, ExpressionService, SentenceExpressed
+from gateway.expression.service import ExpressionService, SentenceExpressed
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "config"
@@ -27,40 +27,27 @@ def speech(seconds: float) -> list[SynthChunk]:
     return [SynthChunk((8000 * np.sin(2 * np.pi * 180 * t)).astype(np.int16), rate)]
 
 
-async def test_an_aborted_reply_frees_the_servos_for_the_next_lower_priority_action() -> None:
+def test_an_aborted_reply_frees_the_servos_for_the_next_lower_priority_action() -> None:
     svc = service()
-    sent = []
-
-    async def send(message) -> None:
-        sent.append(message)
-
-    tapped = svc.tap("robot-1", send)
     hook = svc.hook_for("robot-1", Capability.SERVO)
     assert hook is not None
     # celebrate (92) moves for ~1.1 s, its sentence lasts 0.3 s: the next sentence starts while it runs
     assert any(isinstance(m, ServoKeyframes) for m in hook(Sentence("Congratulations, that is great!"), speech(0.3), 1))
     assert hook(Sentence("Thank you."), speech(1), 2) == []  # thanks (61) does not interrupt it
-    await tapped(AudioStop(stream_id=1, reason=StopReason.ABORTED))
+    svc.reply_aborted("robot-1")  # the session's barge-in (BargedIn that cut stream 1)
     assert [type(m) for m in hook(Sentence("Thank you."), speech(1), 3)] == [ServoKeyframes]
-    assert len(sent) == 1  # the tap passes the message on unchanged
 
 
-async def test_every_sentence_and_transcript_is_published_for_screens_even_for_a_plain_device() -> None:
+def test_every_sentence_is_published_for_screens_even_for_a_plain_device() -> None:
     bus = EventBus()
-    sub = bus.subscribe(SentenceExpressed, DeviceSaid)
+    sub = bus.subscribe(SentenceExpressed)
     svc = service(bus)
-
-    async def send(message) -> None:
-        pass
-
     hook = svc.hook_for("box-1", Capability.AUDIO_IN | Capability.AUDIO_OUT)
     assert hook is not None and hook(Sentence("Goodbye!"), speech(0.5), 7) == []  # nothing for the device itself
-    await svc.tap("box-1", send)(Transcript(text="bye"))
-    sentence, said = sub.queue.get_nowait(), sub.queue.get_nowait()
+    sentence = sub.queue.get_nowait()
     assert isinstance(sentence, SentenceExpressed) and sentence.stream_id == 7
     assert sentence.expression.action is not None and sentence.expression.action.code == "farewell.goodbye"
     assert len(sentence.pcm) == 2 * 8000 and sentence.sample_rate == 16000
-    assert isinstance(said, DeviceSaid) and said.message == Transcript(text="bye")
 
 
 def test_without_a_bus_a_device_that_wants_nothing_gets_no_hook() -> None:

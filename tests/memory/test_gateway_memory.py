@@ -9,7 +9,7 @@ import time
 import pytest
 
 from firmware_protocol import Action, Hello, ReadingAck, ReplyText, SensorReading, TextInput, Welcome
-from gateway.expression.service import DeviceSaid
+from gateway.voice.events import ReplyEnded
 from gateway.mcp_server.devices import GatewayDevices
 from gateway.memory.events import Alert
 from gateway.memory.store import Node
@@ -49,7 +49,7 @@ async def test_a_reading_above_a_rule_threshold_publishes_an_alert_for_the_users
     await gateway.memory.remember("anna", "Blood pressure above 140/90: show it and tell Anna", kind="rule",
                                   persistent=True, extra_tags=["reading:blood_pressure", "above:140/90"])
     alerts = gateway.bus.subscribe(Alert, name="test")
-    said = gateway.bus.subscribe(DeviceSaid, name="test-screens")  # what the LAN screens show
+    said = gateway.bus.subscribe(ReplyEnded, name="test-screens")  # what the LAN screens show
     box = link.connect()
     await box.send(Hello(device_id="box-anna"))
     await until(box, Welcome)
@@ -63,9 +63,9 @@ async def test_a_reading_above_a_rule_threshold_publishes_an_alert_for_the_users
     spoken = await until(box, ReplyText)  # the voice box says the alert
     assert spoken.text.startswith("Blood pressure above 140/90: show it and tell Anna")
     async with asyncio.timeout(5):  # ... and the screens get it as that device's reply text
-        while not (isinstance((e := await said.get()).message, ReplyText) and e.device_id == "box-anna"):
+        while (e := await said.get()).device_id != "box-anna":
             pass
-    assert e.message.text == spoken.text
+    assert e.display == spoken.text
     said.close()
 
 

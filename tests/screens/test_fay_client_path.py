@@ -9,11 +9,10 @@ import urllib.request
 import pytest
 from websockets.asyncio.client import connect
 
-from firmware_protocol import Transcript
 from gateway.bus import EventBus
 from gateway.links.base import LinkServices
-from gateway.expression.service import DeviceSaid
 from gateway.screens.server import ScreensServer
+from gateway.voice.events import Transcribed
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -29,7 +28,7 @@ async def test_a_screen_on_the_root_path_gets_messages_and_the_page_is_still_ser
             await ws.send(json.dumps({"device": "all"}))
             ack = json.loads(await asyncio.wait_for(ws.recv(), 5))  # the screen is registered now
             assert ack == {"Topic": "gateway", "Data": {"Key": "subscribed", "Device": "all"}}
-            bus.publish(DeviceSaid("box-fay", Transcript(text="你好")))
+            bus.publish(Transcribed("box-fay", "你好"))
             msg = json.loads(await asyncio.wait_for(ws.recv(), 5))
         assert msg == {"Topic": "human", "Data": {"Key": "transcript", "Text": "你好", "Type": 1}, "Username": "box-fay"}
         page = await asyncio.to_thread(lambda: urllib.request.urlopen(f"http://127.0.0.1:{server.port}/", timeout=5).read())

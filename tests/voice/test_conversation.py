@@ -15,7 +15,9 @@ from firmware_protocol import AudioChunk, AudioFormat, AudioStart, AudioStop, Me
     Transcript, VadEvent
 from gateway.audio.pcm import float_to_s16le, resample
 from gateway.config import parse_config
-from gateway.voice.conversation import Conversation, TurnMetrics
+from gateway.voice.conversation import Conversation
+from gateway.voice.events import TurnEvent, TurnEvents, TurnFinished, TurnMetrics
+from gateway.voice.wire import to_device
 from tests.voice.scripted_brain import ScriptedBrain
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -58,15 +60,16 @@ class Device:
 
 
 class Reports:
-    """The turns' metrics as the conversation reports them (after the closing ReplyText)."""
+    """The turns' metrics as the conversation reports them (`TurnFinished`, after the closing ReplyText)."""
 
     def __init__(self) -> None:
         self.turns: list[TurnMetrics] = []
         self._more = asyncio.Event()
 
-    def append(self, metrics: TurnMetrics) -> None:
-        self.turns.append(metrics)
-        self._more.set()
+    async def __call__(self, event: TurnEvent) -> None:
+        if isinstance(event, TurnFinished):
+            self.turns.append(event.metrics)
+            self._more.set()
 
     async def wait(self, count: int, timeout: float = 10) -> list[TurnMetrics]:
         async with asyncio.timeout(timeout):
@@ -85,7 +88,7 @@ def conversation(fake_runner, brain: ScriptedBrain, dev: Device, metrics: Report
     """prebuffer_ms 5000 sends a short reply at once; 300 (the default) paces it like a real device."""
     cfg = parse_config({"brain": {"speculate": speculate}, "audio": {"prebuffer_ms": prebuffer_ms}}, ROOT)
     return Conversation("box-1", "test", cfg, fake_runner, brain, dev.send, AudioFormat(sample_rate=MIC),
-                        AudioFormat(sample_rate=16000), on_metrics=metrics.append)
+                        AudioFormat(sample_rate=16000), TurnEvents([to_device(dev.send), metrics]))
 
 
 async def say(conv: Conversation, audio: np.ndarray) -> None:
