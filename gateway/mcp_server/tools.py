@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, Protocol
 from mcp.server.fastmcp import Context, FastMCP
 from pydantic import Field
 
+from gateway import __version__
 from gateway.memory.retrieval import group_by_type
 from gateway.memory.service import MemoryService
 from gateway.memory.tags import KINDS
@@ -61,6 +62,7 @@ def build_server(deps: McpDeps, **settings: Any) -> FastMCP:
         "Long-term memory of the people this gateway serves (conversations, device observations, "
         "sensor readings, rules, reflections) and its connected devices. Call memory_get_schema "
         "first to learn the kinds and tag namespaces."), **settings)
+    mcp._mcp_server.version = __version__  # FastMCP takes no version: else initialize reports the SDK's
 
     @mcp.tool()
     async def memory_remember(

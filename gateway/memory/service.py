@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from gateway.memory.device_users import user_of
 from gateway.memory.errors import MemoryInputError
 from gateway.memory.importance import heuristic_importance
 from gateway.memory.retrieval import Scored, Weights, score_arrays
@@ -148,10 +149,9 @@ class MemoryService:
         return await asyncio.get_running_loop().run_in_executor(self._embed_pool, fn, texts)
 
     def user_for(self, device_id: str) -> str:
-        """The user a device belongs to (memory.users), or the default user."""
-        if not self.isolate_by_user:
-            return self.default_user
-        return self.users.get(device_id, self.default_user)
+        """The user a device belongs to (memory.users), else its own (`device.<id>`); everyone's
+        the default user when isolate_by_user is off."""
+        return user_of(device_id, self.users, self.default_user, self.isolate_by_user)
 
     # --- writes -------------------------------------------------------------------------------
     async def remember(self, user_id: str, content: str, *, kind: str | None = None, source: str | None = None,
