@@ -1,6 +1,12 @@
 """Serving the MCP server over streamable HTTP (`/mcp`) and SSE (`/sse`) from the running
-gateway, behind a bearer token (constant-time compare). Unauthorised requests get 401 and a log
-line naming the peer."""
+gateway, behind a bearer token (constant-time compare, the scheme `Bearer` case-insensitive as
+RFC 7235 says). Unauthorised requests get 401 and a log line naming the peer.
+
+The SDK's DNS-rebinding protection is off: it would accept only localhost Host headers (421 for
+every LAN client of `mcp.host: 0.0.0.0`), and it protects endpoints a browser can reach with
+what it sends by itself (cookies, no credentials). This one needs the bearer token on every
+request, which a page in a browser never has nor adds to a cross-origin request, so a rebound
+page still gets 401."""
 
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ from typing import Any
 
 import uvicorn
 from mcp.server.fastmcp import FastMCP
+from mcp.server.transport_security import TransportSecuritySettings
 
 log = logging.getLogger(__name__)
 SHUTDOWN_GRACE_S = 2.0
@@ -23,13 +30,19 @@ class BearerAuth:
     """ASGI middleware: HTTP requests must carry `Authorization: Bearer <token>`."""
 
     def __init__(self, app: Any, token: str) -> None:
+        if not token:
+            raise ValueError("MCP over HTTP needs a bearer token (mcp.token)")
         self.app = app
-        self._expected = f"Bearer {token}".encode()
+        self._expected = token.encode()
+
+    def _authorised(self, header: bytes) -> bool:
+        scheme, _, credentials = header.strip().partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(), self._expected)
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             got = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(got, self._expected):
+            if not self._authorised(got):
                 peer = "%s:%s" % tuple(scope.get("client") or ("?", "?"))
                 log.warning("mcp http %s: auth-failed: missing or wrong bearer token for %s", peer, scope.get("path"))
                 body = json.dumps({"error": "auth-failed", "text": "send Authorization: Bearer <mcp.token>"}).encode()
@@ -41,6 +54,9 @@ class BearerAuth:
 
 
 def http_app(server: FastMCP, token: str) -> Any:
+    # The bearer token guards every request; see the module docstring for why the SDK's
+    # Host allow-list is off (it is read when the apps are built, just below).
+    server.settings.transport_security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     app = server.streamable_http_app()  # its lifespan runs the session manager
     app.router.routes.extend(server.sse_app().routes)
     return BearerAuth(app, token)

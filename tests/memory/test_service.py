@@ -46,7 +46,7 @@ async def test_users_never_see_each_others_memories(memory: MemoryService) -> No
     anna = await memory.search("anna", "steps walked and blood pressure", n=10)
     ben = await memory.search("ben", "steps walked and blood pressure", n=10)
     assert [r.node.user_id for r in anna] == ["anna"] and [r.node.user_id for r in ben] == ["ben"]
-    assert memory.user_for("box-ben") == "ben" and memory.user_for("unknown-box") == "household"
+    assert memory.user_for("box-ben") == "ben" and memory.user_for("unknown-box") == "device.unknown-box"
 
 
 async def test_tag_filters_are_all_of_and_any_of(memory: MemoryService) -> None:
