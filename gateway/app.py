@@ -23,6 +23,8 @@ from gateway.config import GatewayConfig
 from gateway.devices.activation import Activations
 from gateway.devices.auth import Authenticator
 from gateway.devices.database import Database
+from gateway.devices.device_actions import DeviceActions
+from gateway.devices.device_tools import DeviceTools
 from gateway.devices.readings import ReadingService, ReadingStored
 from gateway.devices.registry import SessionRegistry
 from gateway.devices.retention import ReadingRetention
@@ -76,7 +78,8 @@ class Gateway:
 
     def __post_init__(self) -> None:
         self.mcp_clients = build_mcp_clients(self.cfg)  # external MCP servers' tools (connected by serve)
-        self.brain = build_brain(self.cfg, self.memory, self.registry.connected, self.mcp_clients)
+        self.device_tools = DeviceTools(self.cfg.xiaozhi.tool_timeout_s)  # connected devices' own tools
+        self.brain = build_brain(self.cfg, self.memory, self.registry.connected, self.mcp_clients, self.device_tools)
         self.db = Database(self.cfg.path(self.cfg.devices.database))
         if self.cfg.devices.open_enrolment:
             log.warning("devices.open_enrolment is on: unregistered devices may connect (fine on a trusted LAN)")
@@ -88,7 +91,8 @@ class Gateway:
         # broker checks device logins against the registry, xiaozhi boxes enrol through it.
         self.link_services = LinkServices(bus=self.bus, check_credentials=self.auth.check_credentials,
                                           enrolment=self.auth,
-                                          activations=Activations(self.db, self.cfg.xiaozhi.activation_ttl_s))
+                                          activations=Activations(self.db, self.cfg.xiaozhi.activation_ttl_s),
+                                          device_tools=self.device_tools)
         self.services = SessionServices(
             cfg=self.cfg,
             runner=self.runner,
@@ -142,7 +146,7 @@ class Gateway:
         """Readings -> memories, alerts, the daily reflection, and (mcp.http) the MCP endpoint."""
         sub = self.bus.subscribe(ReadingStored, name="memory")
         alerts = self.bus.subscribe(Alert, name="memory-alerts")
-        devices = GatewayDevices(self.registry)
+        devices = GatewayDevices(self.registry, self.device_tools)
         m = self.cfg.memory
         rules = RuleEngine(memory, self.bus.publish, lambda user: tuple(d for d, u in m.users.items() if u == user))
         scheduler = MemoryScheduler(memory, rules, reflection_time=m.reflection_time, portrait_time=m.portrait_time)
@@ -181,7 +185,8 @@ def default_links(cfg: GatewayConfig) -> list[DeviceLink]:
     endpoints = []
     if cfg.xiaozhi.enabled:  # stock xiaozhi-esp32 boxes on the same port (OTA bootstrap + their WebSocket)
         emotions = EmotionTable.load(cfg.path(cfg.xiaozhi.emotions))
-        endpoints.append(XiaozhiEndpoint.from_config(cfg.xiaozhi, emotions, s.max_frame_bytes))
+        actions = DeviceActions.load(cfg.path(cfg.xiaozhi.device_actions))
+        endpoints.append(XiaozhiEndpoint.from_config(cfg.xiaozhi, emotions, s.max_frame_bytes, actions))
     ws_link = WebSocketLink(s.host, s.websocket_port, s.websocket_path, s.max_frame_bytes, endpoints)
     links: list[DeviceLink] = [ws_link]
     if cfg.screens.enabled:

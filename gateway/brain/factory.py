@@ -11,6 +11,7 @@ from gateway.brain.local import LocalBrain
 
 if TYPE_CHECKING:
     from gateway.brain.tools import ToolSource
+    from gateway.devices.device_tools import DeviceTools
     from gateway.config import GatewayConfig
     from gateway.brain.mcp_client import McpClients
     from gateway.memory.service import MemoryService
@@ -27,12 +28,16 @@ def build_mcp_clients(cfg: GatewayConfig) -> McpClients | None:
 
 
 def build_brain(cfg: GatewayConfig, memory: MemoryService | None,
-                connected: Callable[[], list[str]] | None = None, mcp: ToolSource | None = None) -> Brain:
+                connected: Callable[[], list[str]] | None = None, mcp: ToolSource | None = None,
+                own_tools: DeviceTools | None = None) -> Brain:
+    """`own_tools`: the connected devices' own tools, offered to the LLM as `device__<tool>`
+    while it answers that device."""
     local = LocalBrain.from_config(cfg)
     remembering = MemoryBrain(local, memory) if memory is not None else None
     if not cfg.brain.providers or cfg.brain.route == "local_only":
         return remembering or local
     from gateway.brain.cloud import CloudBrain  # imports the openai SDK only when it is used
+    from gateway.brain.device_tool_source import DeviceToolsForBrain
     from gateway.brain.gateway_tools import device_tools, memory_tools
     from gateway.brain.llm import LlmProvider
     from gateway.brain.tools import Toolbox
@@ -42,7 +47,8 @@ def build_brain(cfg: GatewayConfig, memory: MemoryService | None,
                       clauses=cfg.brain.split == "clause",
                       tools=Toolbox([*(memory_tools(memory) if memory else []),
                                      *(device_tools(connected) if connected else [])],
-                                    [mcp] if mcp is not None else []),
+                                    [mcp] if mcp is not None else [],
+                                    [DeviceToolsForBrain(own_tools)] if own_tools is not None else []),
                       prestart=cfg.brain.prestart, route=cfg.brain.route,
                       interrupted_reply=cfg.brain.interrupted_reply, users=cfg.memory.users)
 

@@ -54,7 +54,7 @@ async def ask_providers(providers: Sequence[LlmProvider], messages: list[dict[st
             for rounds_left in range(MAX_TOOL_ROUNDS, -1, -1):
                 calls: list[ToolCall] = []
                 # aclosing: when the reply is abandoned (barge-in), the request is hung up at once.
-                async with aclosing(provider.stream(convo, tools.schemas() if tools and rounds_left else None)) as items:
+                async with aclosing(provider.stream(convo, tools.schemas(device_id) if tools and rounds_left else None)) as items:
                     async for item in items:
                         if isinstance(item, list):
                             calls = item

@@ -37,31 +37,45 @@ class ToolSource(Protocol):
         ...
 
 
+class DeviceToolSource(Protocol):
+    """Tools of the device the LLM is answering (a xiaozhi box's own MCP tools)."""
+
+    def tools_for(self, device_id: str) -> list[Tool]: ...
+
+    def why_missing_for(self, device_id: str, name: str) -> str | None: ...
+
+
 class Toolbox:
-    def __init__(self, tools: list[Tool], sources: Sequence[ToolSource] = ()) -> None:
+    def __init__(self, tools: list[Tool], sources: Sequence[ToolSource] = (),
+                 device_sources: Sequence[DeviceToolSource] = ()) -> None:
         self._own = {t.name: t for t in tools}
         self._sources = list(sources)
+        self._device_sources = list(device_sources)
 
-    @property
-    def _tools(self) -> dict[str, Tool]:
+    def _tools(self, device_id: str = "") -> dict[str, Tool]:
         found = dict(self._own)
         for source in self._sources:
             for tool in source.tools():
                 found.setdefault(tool.name, tool)
+        for device_source in self._device_sources if device_id else ():
+            for tool in device_source.tools_for(device_id):
+                found.setdefault(tool.name, tool)
         return found
 
-    def __bool__(self) -> bool:
-        return bool(self._tools)
+    def __bool__(self) -> bool:  # device tools come with the device: offered per reply (schemas)
+        return bool(self._tools()) or bool(self._device_sources)
 
-    def schemas(self) -> list[dict[str, Any]]:
-        return [t.schema() for t in self._tools.values()]
+    def schemas(self, device_id: str = "") -> list[dict[str, Any]]:
+        """The tools offered to the model, those of `device_id` (the device it answers) included."""
+        return [t.schema() for t in self._tools(device_id).values()]
 
     async def call(self, name: str, arguments: str, device_id: str) -> str:
         """The tool's result, or an `error: ...` text for the model."""
-        tools = self._tools
+        tools = self._tools(device_id)
         tool = tools.get(name)
         if tool is None:
-            why = next((w for s in self._sources if (w := s.why_missing(name))), None)
+            why = next((w for s in self._sources if (w := s.why_missing(name))), None) or next(
+                (w for s in self._device_sources if (w := s.why_missing_for(device_id, name))), None)
             return f"error: {why}" if why else f"error: unknown tool {name!r}; available: {', '.join(tools)}"
         try:
             args = json.loads(arguments or "{}")

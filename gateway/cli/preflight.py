@@ -114,6 +114,8 @@ def _check_file(key: str, path: Path) -> None:
             parse_hints(_yaml(path, key), str(path))
         elif key == "expression.servo_map":
             parse_servo_map(_read(path, key), str(path))
+        elif key == "xiaozhi.device_actions":
+            _yaml(path, key)  # bad rows are only skipped (logged with their line) when loaded
         else:
             _read(path, key)
     except ConfigError as exc:
@@ -130,6 +132,8 @@ def configured_files(cfg: GatewayConfig) -> list[tuple[str, Path]]:
              ("expression.sentiment", cfg.path(e.sentiment)),
              ("expression.hints", cfg.path(e.hints)),
              ("expression.servo_map", cfg.path(e.servo_map))]
+    if cfg.xiaozhi.enabled:
+        files.append(("xiaozhi.device_actions", cfg.path(cfg.xiaozhi.device_actions)))
     return files  # (screens.cert / screens.key are made at start-up when both are missing)
 
 

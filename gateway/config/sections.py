@@ -192,6 +192,8 @@ class XiaozhiConfig(_Section):
     max_ahead_ms: int = Field(1200, ge=100, le=2400)
     emotions: Path = Path("config/xiaozhi_emotions.yaml")
     activation_ttl_s: int = Field(600, ge=30, le=86400)  # how long an activation code (and an approval) stays valid
+    device_actions: Path = Path("config/device_actions.yaml")  # Action code -> the box's own tool
+    tool_timeout_s: float = Field(10.0, ge=0.5, le=120)  # a call of a box's own MCP tool
 
     @model_validator(mode="after")
     def _distinct_paths(self) -> "XiaozhiConfig":

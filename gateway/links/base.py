@@ -18,6 +18,7 @@ from firmware_protocol import Message, ProtocolError
 if TYPE_CHECKING:
     from gateway.bus import EventBus
     from gateway.devices.activation import Activations
+    from gateway.devices.device_tools import DeviceTools
 
 
 class LinkClosed(Exception):
@@ -66,13 +67,15 @@ class Enrolment(Protocol):
 class LinkServices:
     """What the gateway hands every link when it serves it; each link takes what it needs (the
     LAN screens follow the bus, the embedded MQTT broker checks logins, the xiaozhi OTA bootstrap
-    enrols boxes, and with enrolment closed gives unknown ones activation codes). The defaults suit a link served on its own (tests, benchmarks): no events,
+    enrols boxes, and with enrolment closed gives unknown ones activation codes, and offers the
+    boxes' own tools). The defaults suit a link served on its own (tests, benchmarks): no events,
     every login accepted, no enrolment."""
 
     bus: EventBus | None = None
     check_credentials: CredentialCheck = open_door
     enrolment: Enrolment | None = None
     activations: Activations | None = None
+    device_tools: DeviceTools | None = None  # where a device's own tools (a xiaozhi box's MCP) are offered
 
 
 class DeviceLink(Protocol):

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from firmware_protocol import Action
+from gateway.devices.device_tools import DeviceToolError, DeviceTools
 from gateway.devices.registry import SessionRegistry
 
 
@@ -11,8 +14,9 @@ class DeviceUnavailable(ValueError):
 
 
 class GatewayDevices:
-    def __init__(self, registry: SessionRegistry) -> None:
+    def __init__(self, registry: SessionRegistry, tools: DeviceTools | None = None) -> None:
         self.registry = registry
+        self.tools = tools if tools is not None else DeviceTools()
 
     def connected(self) -> list[str]:
         return self.registry.connected()
@@ -41,3 +45,18 @@ class GatewayDevices:
         if conn is None:
             raise self._missing(device_id)
         await conn.send(Action(stream_id=0, code=code, behavior=behavior, affect=affect, intensity=intensity, priority=50))
+
+    def list_device_tools(self, device_id: str) -> list[dict[str, Any]]:
+        """The device's own tools (name, description, inputSchema); raises if it offers none now."""
+        if not self.tools.listed(device_id):
+            if self.registry.get(device_id) is None:
+                raise self._missing(device_id)
+            raise DeviceUnavailable(f"device {device_id!r} offers no tools (its link has no MCP, or it listed none)")
+        return [t.as_dict() for t in self.tools.listed(device_id)]
+
+    async def call_device_tool(self, device_id: str, name: str, arguments: dict[str, Any]) -> str:
+        """The tool's text result; the device's error or a timeout raises with its reason."""
+        try:
+            return await self.tools.call(device_id, name, arguments)
+        except DeviceToolError as exc:
+            raise DeviceUnavailable(f"{exc.code}: {exc.text}") from None

@@ -32,6 +32,10 @@ class DeviceControl(Protocol):
 
     async def perform_action(self, device_id: str, code: str, behavior: str, affect: str, intensity: int) -> None: ...
 
+    def list_device_tools(self, device_id: str) -> list[dict[str, Any]]: ...
+
+    async def call_device_tool(self, device_id: str, name: str, arguments: dict[str, Any]) -> str: ...
+
 
 @dataclass
 class McpDeps:
@@ -149,6 +153,22 @@ def build_server(deps: McpDeps, **settings: Any) -> FastMCP:
         """Send an Action (Fay's action semantics) to a device: robots move, avatars animate."""
         await _devices(_deps(ctx)).perform_action(device_id, code, behavior, affect, intensity)
         return {"ok": True}
+
+    @mcp.tool()
+    async def list_device_tools(
+        ctx: Context, device_id: Annotated[str, Field(description="a connected device (list_devices)")],
+    ) -> list[dict]:
+        """The device's own tools (a xiaozhi box's volume, screen, servo motions): name, description, inputSchema."""
+        return _devices(_deps(ctx)).list_device_tools(device_id)
+
+    @mcp.tool()
+    async def call_device_tool(
+        ctx: Context, device_id: Annotated[str, Field(description="a connected device (list_devices)")],
+        name: Annotated[str, Field(min_length=1, description="a tool of list_device_tools, e.g. self.audio_speaker.set_volume")],
+        arguments: Annotated[dict[str, Any], Field(description="the tool's arguments (its inputSchema)")] = {},  # noqa: B006
+    ) -> dict:
+        """Call one of the device's own tools; its text result."""
+        return {"result": await _devices(_deps(ctx)).call_device_tool(device_id, name, arguments)}
 
     @mcp.tool()
     async def latest_readings(

@@ -4,7 +4,9 @@ So the box's session runs through the same `serve_device`, voice pipeline, brain
 expression and screens as every other device. Inbound: the box's JSON hello -> `Hello` (PCM
 audio in/out, ACTION so Action/Sentiment arrive), Opus packets -> `AudioChunk` PCM, `listen stop`
 -> `AudioStop` (push-to-talk released), `abort` -> `Abort`; `listen start/detect` only set the
-mode / are logged. Outbound: `Welcome` -> hello reply, `Transcript` -> `stt`, a reply's first
+mode / are logged; `mcp` -> the box's tools (box_tools.py: listed after the welcome when its
+hello has features.mcp, called by the brain, the MCP server and Action codes). Outbound:
+`Welcome` -> hello reply, `Transcript` -> `stt`, a reply's first
 `ReplyText`/`AudioStart` -> `tts start`, `ReplyText(final=False)` -> `tts sentence_start`,
 Action/Sentiment -> one `llm {emotion}` per sentence, PCM -> Opus at the box's frame duration
 (paced so its queue never overflows), the closing `ReplyText(final=True)` -> `tts stop`.
@@ -43,27 +45,18 @@ from firmware_protocol import (
 )
 from gateway.audio.opus import OpusDecodeError, OpusDecoder, OpusEncoder, OpusUnavailable, RATES
 from gateway.links.base import LinkClosed
+from gateway.devices.device_tools import DeviceToolError
 from gateway.links.xiaozhi import framing
 from gateway.links.xiaozhi.channel import BoxChannel
+from gateway.links.xiaozhi.framing import ALERT_CODES, CLOSE_CODES
+from gateway.links.xiaozhi.box_mcp import BoxMcp
+from gateway.links.xiaozhi.box_tools import BoxTools, ToolServices
 from gateway.links.xiaozhi.emotions import EMOJI, EmotionTable
 from gateway.links.xiaozhi.identity import device_id_of
 from gateway.links.xiaozhi.playback import BoxPlayback
 
 log = logging.getLogger(__name__)
 
-# Error codes that end a xiaozhi session, and the WebSocket close code each gets.
-CLOSE_CODES = {
-    "auth-failed": 1008,  # policy violation
-    "too-many-errors": 1008,
-    "hello-timeout": 1002,  # protocol error
-    "hello-required": 1002,
-    "bad-sequence": 1002,
-    framing.UNSUPPORTED_VERSION: 1002,
-    "malformed-message": 1007,  # invalid payload data
-    "unsupported-audio-format": 1003,  # unsupported data
-    "frame-too-large": 1009,  # message too big
-}
-ALERT_CODES = {"asr-failed", "tts-failed", "internal-error", "model-unavailable"}
 _MIC_STREAM = 1
 
 
@@ -77,7 +70,7 @@ class XiaozhiSettings:
 
 class XiaozhiConnection:
     def __init__(self, channel: BoxChannel, settings: XiaozhiSettings, emotions: EmotionTable,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, tools: ToolServices | None = None) -> None:
         self._channel = channel
         self.mac = channel.mac
         self.client_id = channel.client_id
@@ -103,6 +96,9 @@ class XiaozhiConnection:
         self._emotion: str | None = None
         self._sent_ms = 0
         self._closed = False
+        self._tool_services = tools
+        self._box_tools: BoxTools | None = None  # when the hello says features.mcp
+        self._device_id = ""
 
     # ---- inbound ----------------------------------------------------------------------------
     async def receive(self) -> Message | ProtocolError:
@@ -145,7 +141,10 @@ class XiaozhiConnection:
             self._box_left = True
             raise LinkClosed("the box said goodbye")
         if kind == "mcp":
-            log.debug("%s: mcp message ignored (the box's MCP tools are not used yet)", self.peer)
+            if self._box_tools is not None:
+                self._box_tools.mcp.on_payload(msg.get("payload"))
+            else:
+                log.debug("%s: mcp message ignored (its hello did not announce features.mcp)", self.peer)
         else:
             log.info("%s: %r message ignored (not supported)", self.peer, kind)
         return None
@@ -171,7 +170,11 @@ class XiaozhiConnection:
             log.error("%s: %s", self.peer, exc.text)
             raise ProtocolError("unsupported-audio-format", exc.text) from None
         self._hello = True
+        self._device_id = device_id
         features = msg.get("features") if isinstance(msg.get("features"), dict) else {}
+        if features.get("mcp") is True and self._tool_services is not None:
+            mcp = BoxMcp(self.peer, self._send_mcp, self._tool_services.registry.timeout_s)
+            self._box_tools = BoxTools(mcp, self._tool_services)
         log.info("%s: xiaozhi hello, protocol v%d, Client-Id %s, %s, features %s", self.peer, self.version,
                  self.client_id or "-", self._user_agent or "no User-Agent", sorted(k for k, v in features.items() if v))
         return Hello(
@@ -204,6 +207,12 @@ class XiaozhiConnection:
     async def _json(self, msg: dict[str, Any]) -> None:
         await self._channel.send_json(msg)
 
+    async def _send_mcp(self, payload: dict[str, Any]) -> None:
+        try:
+            await self._json(framing.mcp(self._session, payload))
+        except LinkClosed:
+            raise DeviceToolError("device-gone", "the device disconnected") from None
+
     async def _send(self, message: Message) -> None:
         if isinstance(message, AudioChunk):
             await self._audio(message.data)
@@ -227,6 +236,8 @@ class XiaozhiConnection:
                 await self._audio_packets(self._encoder.flush())
         elif isinstance(message, Action):
             self._action = message.code
+            if self._box_tools is not None:  # the box's tool for this code, before the sentence's audio
+                await self._box_tools.on_action(message.code)
         elif isinstance(message, Sentiment):
             self._sentiment = message.tenths / 10
         elif isinstance(message, Transcript):
@@ -236,6 +247,8 @@ class XiaozhiConnection:
             self._session = message.session_id
             await self._json(self._channel.hello_reply(
                 framing.hello_reply(message.session_id, self._set.sample_rate, self._set.frame_ms)))
+            if self._box_tools is not None:
+                self._box_tools.start(self._device_id)
         elif isinstance(message, Error):
             await self._error(message)
         # VadEvent, Pong, ReadingAck and the expression packets it did not ask for: nothing to say.
@@ -283,4 +296,6 @@ class XiaozhiConnection:
             await self._channel.close(code, reason, goodbye=not self._box_left)
 
     async def close(self, reason: str = "") -> None:
+        if self._box_tools is not None:
+            await self._box_tools.close()
         await self._close(1000, reason)

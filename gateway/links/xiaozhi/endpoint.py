@@ -8,8 +8,10 @@ import socket
 from websockets.asyncio.server import ServerConnection
 
 from gateway.config.sections import XiaozhiConfig
+from gateway.devices.device_actions import DeviceActions
 from gateway.links.base import DeviceConnection, LinkServices
 from gateway.links.http_front import HttpReply, HttpRequest
+from gateway.links.xiaozhi.box_tools import ToolServices
 from gateway.links.xiaozhi.connection import XiaozhiConnection, XiaozhiSettings
 from gateway.links.xiaozhi.emotions import EmotionTable
 from gateway.links.xiaozhi.ota import Enrolment, OtaService
@@ -36,17 +38,21 @@ class XiaozhiEndpoint:
     name = "xiaozhi"
 
     def __init__(self, ota_path: str, ws_path: str, settings: XiaozhiSettings, emotions: EmotionTable,
-                 websocket_url: str = "", enrolment: Enrolment | None = None) -> None:
+                 websocket_url: str = "", enrolment: Enrolment | None = None,
+                 actions: DeviceActions | None = None) -> None:
         self.ota_path = ota_path
         self.ws_path = ws_path
         self.settings = settings
         self.emotions = emotions
         self.ota = OtaService(ws_path, websocket_url, enrolment)
+        self.actions = actions or DeviceActions()
+        self.tools: ToolServices | None = None  # the boxes' own tools: attached when served
 
     @classmethod
-    def from_config(cls, x: XiaozhiConfig, emotions: EmotionTable, max_frame_bytes: int) -> "XiaozhiEndpoint":
+    def from_config(cls, x: XiaozhiConfig, emotions: EmotionTable, max_frame_bytes: int,
+                    actions: DeviceActions | None = None) -> "XiaozhiEndpoint":
         settings = XiaozhiSettings(x.sample_rate, x.frame_duration_ms, x.max_ahead_ms, max_frame_bytes)
-        return cls(x.ota_path, x.ws_path, settings, emotions, x.websocket_url)
+        return cls(x.ota_path, x.ws_path, settings, emotions, x.websocket_url, actions=actions)
 
     def attach(self, services: LinkServices) -> None:
         """What the gateway hands its links when serving: the device registry for the enrolment,
@@ -55,6 +61,8 @@ class XiaozhiEndpoint:
             self.ota.enrolment = services.enrolment
         if services.activations is not None:
             self.ota.activations = services.activations
+        if services.device_tools is not None:
+            self.tools = ToolServices(services.device_tools, self.actions)
 
     def owns_websocket(self, path: str) -> bool:
         return _same(path, self.ws_path)
@@ -71,4 +79,4 @@ class XiaozhiEndpoint:
         return await self.ota.handle(request)
 
     def connection(self, ws: ServerConnection) -> DeviceConnection:
-        return XiaozhiConnection(WebSocketChannel(ws, self.settings.max_frame_bytes), self.settings, self.emotions)
+        return XiaozhiConnection(WebSocketChannel(ws, self.settings.max_frame_bytes), self.settings, self.emotions, tools=self.tools)

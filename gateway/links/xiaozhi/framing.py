@@ -26,6 +26,20 @@ _V3 = struct.Struct(">BBH")
 
 UNSUPPORTED_VERSION = "unsupported-protocol-version"
 
+# Error codes that end a xiaozhi session, and the WebSocket close code each gets.
+CLOSE_CODES = {
+    "auth-failed": 1008,  # policy violation
+    "too-many-errors": 1008,
+    "hello-timeout": 1002,  # protocol error
+    "hello-required": 1002,
+    "bad-sequence": 1002,
+    UNSUPPORTED_VERSION: 1002,
+    "malformed-message": 1007,  # invalid payload data
+    "unsupported-audio-format": 1003,  # unsupported data
+    "frame-too-large": 1009,  # message too big
+}
+ALERT_CODES = {"asr-failed", "tts-failed", "internal-error", "model-unavailable"}
+
 
 @dataclass(frozen=True)
 class BinaryFrame:
@@ -116,3 +130,7 @@ def llm(session_id: str, emotion: str, emoji: str) -> dict[str, Any]:
 
 def alert(session_id: str, status: str, message: str, emotion: str) -> dict[str, Any]:
     return {"session_id": session_id, "type": "alert", "status": status, "message": message, "emotion": emotion}
+
+
+def mcp(session_id: str, payload: dict[str, Any]) -> dict[str, Any]:
+    return {"session_id": session_id, "type": "mcp", "payload": payload}

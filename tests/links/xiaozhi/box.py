@@ -6,6 +6,9 @@ main/protocols/websocket_protocol.cc, protocol.cc, main/application.cc):
 * WebSocket: headers Authorization (`Bearer ` added), Protocol-Version, Device-Id, Client-Id;
   send the JSON hello, wait 10 s for the server's hello (its audio_params set the decoder).
 * Microphone: 16 kHz mono Opus in 60 ms packets (framed per protocol version 1/2/3).
+* MCP (main/mcp_server.cc): answers initialize, tools/list in pages (`nextCursor` = the name of
+  the next page's first tool) and tools/call (`{content: [{type: text, text}], isError}` or
+  `{error: {message}}`), recording each call.
 * Incoming audio is decoded only while Speaking (between `tts start` and `tts stop`), as the
   firmware drops it otherwise; its decode queue holds 2.4 s (40 x 60 ms), the rest is dropped.
 """
@@ -31,6 +34,19 @@ class BoxClosed(Exception):
 
 
 QUEUE_PACKETS = 40  # MAX_DECODE_PACKETS_IN_QUEUE = 2400 ms / 60 ms
+
+
+def _tool(name: str, description: str, **properties: Any) -> dict[str, Any]:
+    return {"name": name, "description": description,
+            "inputSchema": {"type": "object", "properties": properties, "required": list(properties)}}
+
+
+def default_tools() -> list[dict[str, Any]]:
+    """The stock firmware's common tools plus an Otto robot's motion tool."""
+    return [_tool("self.get_device_status", "Current status of the device (volume, screen, battery)."),
+            _tool("self.audio_speaker.set_volume", "Set the speaker volume (0-100).", volume={"type": "integer"}),
+            _tool("self.screen.set_brightness", "Set the screen brightness (0-100).", brightness={"type": "integer"}),
+            _tool("self.otto.action", "Perform a robot motion (walk, hand_wave, swing...).", action={"type": "string"})]
 
 
 async def http_post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
@@ -70,6 +86,12 @@ class XiaozhiBox:
     first_audio_at: float | None = None
     events: list[str] = field(default_factory=list)  # in arrival order: "tts:start", "stt", "llm", "audio"...
     activation: dict[str, Any] | None = None  # the OTA answer's activation section (code, challenge...)
+    tools: list[dict[str, Any]] = field(default_factory=default_tools)
+    tools_per_page: int = 2  # the firmware pages by ~8 kB; small pages here test the cursor
+    tool_faults: dict[str, str] = field(default_factory=dict)  # tool name -> "error" | "is_error" | "hang"
+    tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (name, arguments) in order
+    mcp_methods: list[str] = field(default_factory=list)  # every JSON-RPC method the gateway sent
+    volume: int = 70
 
     def __post_init__(self) -> None:
         self._encoder = OpusEncoder(16000, 60)
@@ -195,6 +217,8 @@ class XiaozhiBox:
                     self.messages.append(msg)
                     self.events.append(msg.get("type", "?") + (f":{msg['state']}" if "state" in msg else ""))
                     self._on_json(msg)
+                    if msg.get("type") == "mcp":
+                        await self._on_mcp(msg.get("payload", {}))
                 else:
                     self.events.append("audio")
                     self._on_audio(data, loop.time())
@@ -232,3 +256,46 @@ class XiaozhiBox:
             self.packets_dropped += 1
             return
         self.reply_pcm += self._decoder.decode(payload)
+
+    # ---- the box's MCP server (main/mcp_server.cc) --------------------------------------------
+    async def _reply_mcp(self, rid: int, result: dict[str, Any] | None = None, error: str | None = None) -> None:
+        payload: dict[str, Any] = {"jsonrpc": "2.0", "id": rid}
+        payload.update({"error": {"message": error}} if error is not None else {"result": result})
+        await self.send_json({"session_id": self.session_id, "type": "mcp", "payload": payload})
+
+    async def _on_mcp(self, payload: dict[str, Any]) -> None:
+        method, rid, params = payload.get("method", ""), payload.get("id"), payload.get("params") or {}
+        self.mcp_methods.append(method)
+        if method.startswith("notifications/") or rid is None:
+            return
+        if method == "initialize":
+            await self._reply_mcp(rid, {"protocolVersion": "2024-11-05", "capabilities": {"tools": {}},
+                                        "serverInfo": {"name": "bread-compact-wifi", "version": self.firmware}})
+        elif method == "tools/list":
+            names = [t["name"] for t in self.tools]
+            start = names.index(params["cursor"]) if params.get("cursor") in names else 0
+            page = self.tools[start:start + self.tools_per_page]
+            result: dict[str, Any] = {"tools": page}
+            if start + self.tools_per_page < len(self.tools):
+                result["nextCursor"] = self.tools[start + self.tools_per_page]["name"]
+            await self._reply_mcp(rid, result)
+        elif method == "tools/call":
+            name, arguments = params.get("name", ""), params.get("arguments") or {}
+            self.tool_calls.append((name, arguments))
+            self.events.append(f"tool:{name}")
+            fault = self.tool_faults.get(name)
+            if name not in {t["name"] for t in self.tools}:
+                await self._reply_mcp(rid, error=f"Unknown tool: {name}")
+            elif fault == "hang":
+                return  # a servo stuck: no answer
+            elif fault == "error":
+                await self._reply_mcp(rid, error="Missing valid argument: volume")
+            elif fault == "is_error":
+                await self._reply_mcp(rid, {"content": [{"type": "text", "text": "motor overheated"}], "isError": True})
+            else:
+                if name == "self.audio_speaker.set_volume":
+                    self.volume = int(arguments.get("volume", self.volume))
+                text = "true" if name != "self.get_device_status" else json.dumps({"audio_speaker": {"volume": self.volume}})
+                await self._reply_mcp(rid, {"content": [{"type": "text", "text": text}], "isError": False})
+        else:
+            await self._reply_mcp(rid, error=f"Method not implemented: {method}")
