@@ -66,6 +66,8 @@ class CloudBrain(Brain):
     async def close(self) -> None:
         for p in self.providers:
             await p.close()
+        if self.memory is not None:
+            await self.memory.close()
 
     async def drain(self) -> None:
         if self.memory is not None:

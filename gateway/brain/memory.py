@@ -84,14 +84,24 @@ class MemoryBrain(Brain):
             self._background(self._remember_name_logged(_name_of(m), device_id))
 
     def _background(self, write: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(write)
+        """Owned: kept until written (its failure logged), awaited by `drain` and `close`."""
+        task = asyncio.create_task(write, name="memory write")
         self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
+        task.add_done_callback(self._written)
+
+    def _written(self, task: asyncio.Task[None]) -> None:
+        self._writes.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("memory: a background write failed: %s: %s", type(exc).__name__, exc)
 
     async def drain(self) -> None:
         """Wait for the turn writes in flight (tests, shutdown)."""
         while self._writes:
             await asyncio.gather(*list(self._writes), return_exceptions=True)
+
+    async def close(self) -> None:
+        """The writes in flight end first (what was said is kept); the memory itself is the gateway's."""
+        await self.drain()
 
     async def _remember_turn(self, utterance: str, reply: str, device_id: str) -> None:
         try:

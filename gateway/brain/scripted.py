@@ -95,10 +95,10 @@ class ScriptedLlm:
                 self.abandoned.append(index)
                 async with self._received:
                     self._received.notify_all()
-        finally:
+        finally:  # both owned: ended here, also when this handler is cancelled
             hangup.cancel()
             respond.cancel()
-        _, outcome = await asyncio.gather(hangup, respond, return_exceptions=True)
+            _, outcome = await asyncio.gather(hangup, respond, return_exceptions=True)
         if isinstance(outcome, Exception):
             raise outcome  # a failed write
 

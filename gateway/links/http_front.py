@@ -5,6 +5,8 @@ other method before a hook could see it. `HttpFrontConnection` is the websockets
 a look at the request line first: a GET goes on to websockets unchanged; another method (POST)
 is read here (headers, a body of at most `max_body` bytes) and answered by `handler`, then the
 connection is closed. A peer that sends no complete request within `timeout` s is dropped.
+The task that answers is owned by the websockets server's handler of the connection: its
+`handshake` waits, in HTTP mode, until the connection is gone, and cancels and awaits that task.
 Relies on websockets 15's asyncio `ServerConnection` being an asyncio Protocol (pinned <16).
 """
 
@@ -60,11 +62,31 @@ class HttpFrontConnection(ServerConnection):
         self._buf = bytearray()
         self._front: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._task: asyncio.Task[None] | None = None  # answers a plain HTTP request (owned by `handshake`)
+        self._sniffed = asyncio.Event()  # the mode is known (or the connection went first)
+        self._gone = asyncio.Event()  # an HTTP-mode connection is closed
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._front = transport  # type: ignore[assignment]
+        self.transport = transport  # type: ignore[assignment]  # the server's handler aborts it at the end
         self._timer = asyncio.get_running_loop().call_later(self._timeout, self._expire)
+
+    async def handshake(self, *args, **kwargs) -> None:  # type: ignore[override]
+        """WebSocket: websockets' handshake. A plain HTTP request: wait until it was answered and the
+        connection closed (the answering task cancelled and awaited here); the server's handler then
+        ends, as after a rejected handshake."""
+        await self._sniffed.wait()
+        if self._mode == "ws":
+            await super().handshake(*args, **kwargs)
+            return
+        try:
+            await self._gone.wait()
+        finally:
+            if self._task is not None:
+                self._task.cancel()
+                await asyncio.gather(self._task, return_exceptions=True)
+            if self._front is not None and not self._front.is_closing():
+                self._front.close()  # the server's open_timeout ended the wait first
 
     def _expire(self) -> None:
         if self._mode != "ws" and self._front is not None:
@@ -87,6 +109,7 @@ class HttpFrontConnection(ServerConnection):
                 return  # not enough to see the method yet
             if method == b"GET" or not space:  # websockets handles (or refuses) the rest
                 self._mode = "ws"
+                self._sniffed.set()
                 if self._timer is not None:
                     self._timer.cancel()
                 assert self._front is not None
@@ -95,6 +118,7 @@ class HttpFrontConnection(ServerConnection):
                 self._buf.clear()
                 return
             self._mode = "http"
+            self._sniffed.set()
         if self._task is None:
             self._read_http()
 
@@ -156,4 +180,6 @@ class HttpFrontConnection(ServerConnection):
         if self._timer is not None:
             self._timer.cancel()
         if self._task is not None and not self._task.done():
-            self._task.cancel()
+            self._task.cancel()  # awaited by `handshake`
+        self._sniffed.set()  # (still "sniff" when the peer left before its first bytes)
+        self._gone.set()
