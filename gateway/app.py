@@ -12,7 +12,7 @@ import logging
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -90,6 +90,7 @@ class Gateway:
         # What each link may take when served: the LAN screens follow the bus, the embedded MQTT
         # broker checks device logins against the registry, xiaozhi boxes enrol through it.
         self.link_services = LinkServices(bus=self.bus, check_credentials=self.auth.check_credentials,
+                                          serve_authenticated=self._handle_authenticated,
                                           enrolment=self.auth,
                                           activations=Activations(self.db, self.cfg.xiaozhi.activation_ttl_s),
                                           device_tools=self.device_tools)
@@ -106,6 +107,10 @@ class Gateway:
 
     async def _handle(self, conn: DeviceConnection) -> None:
         await serve_device(conn, self.services)
+
+    async def _handle_authenticated(self, conn: DeviceConnection) -> None:
+        """A device its link authenticated (a broker login checked against the registry)."""
+        await serve_device(conn, replace(self.services, auth=None))
 
     async def serve(self, ready: asyncio.Event | None = None) -> None:
         """Run every link until cancelled; `ready` is set once all of them listen. A link that
@@ -183,10 +188,15 @@ def build_gateway(cfg: GatewayConfig, runner: EngineRunner, progress: Callable[[
 def default_links(cfg: GatewayConfig) -> list[DeviceLink]:
     s = cfg.server
     endpoints = []
+    mqtt_extensions = []  # xiaozhi boxes on MQTT+UDP share the MQTT link's broker
     if cfg.xiaozhi.enabled:  # stock xiaozhi-esp32 boxes on the same port (OTA bootstrap + their WebSocket)
         emotions = EmotionTable.load(cfg.path(cfg.xiaozhi.emotions))
         actions = DeviceActions.load(cfg.path(cfg.xiaozhi.device_actions))
         endpoints.append(XiaozhiEndpoint.from_config(cfg.xiaozhi, emotions, s.max_frame_bytes, actions))
+        if cfg.xiaozhi.mqtt_udp and cfg.mqtt.enabled:
+            mqtt_extensions.append(endpoints[-1].mqtt_udp(s.host, cfg.xiaozhi.udp_port, cfg.xiaozhi.udp_host))
+        elif cfg.xiaozhi.mqtt_udp:
+            log.warning("xiaozhi.mqtt_udp is on but mqtt.enabled is off: boxes keep the WebSocket")
     ws_link = WebSocketLink(s.host, s.websocket_port, s.websocket_path, s.max_frame_bytes, endpoints)
     links: list[DeviceLink] = [ws_link]
     if cfg.screens.enabled:
@@ -201,7 +211,8 @@ def default_links(cfg: GatewayConfig) -> list[DeviceLink]:
         links.append(MqttLink(m.host or s.host, m.port, topic_prefix=m.topic_prefix, protocol=m.protocol,
                               client_id=m.client_id, username=m.username or None, password=m.password or None,
                               max_frame_bytes=s.max_frame_bytes, embedded=not m.host,
-                              inbox_messages=m.inbox_messages, offline_queue=m.offline_queue))
+                              inbox_messages=m.inbox_messages, offline_queue=m.offline_queue,
+                              extensions=mqtt_extensions))
     if cfg.coap.enabled:
         links.append(CoapLink(s.host, cfg.coap.port, s.max_frame_bytes, cfg.coap.outbox_bytes, cfg.coap.session_idle_s))
     return links

@@ -45,6 +45,10 @@ def listeners(cfg: GatewayConfig) -> list[Listener]:
         coap_port = cfg.coap.port
         ports.append(Listener("CoAP (UDP)", host, coap_port, udp, "coap.port",
                               lambda: gateway_probe.coap(host, coap_port)))
+    x = cfg.xiaozhi
+    if x.enabled and x.mqtt_udp and cfg.mqtt.enabled:  # a datagram without a session gets no answer
+        ports.append(Listener("xiaozhi UDP audio", host, x.udp_port, udp, "xiaozhi.udp_port",
+                              lambda: "bound (audio datagrams are answered only within a box's session)"))
     return ports
 
 

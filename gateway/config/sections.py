@@ -187,6 +187,9 @@ class XiaozhiConfig(_Section):
     ota_path: str = Field("/xiaozhi/ota/", pattern=r"^/[A-Za-z0-9_./-]*$")
     ws_path: str = Field("/xiaozhi/v1/", pattern=r"^/[A-Za-z0-9_./-]*$")
     websocket_url: str = Field("", pattern=r"^(wss?://\S+)?$")  # "": derived from the OTA request's address
+    mqtt_udp: bool = False  # offer boxes the MQTT+UDP transport (on the MQTT link's broker)
+    udp_port: int = Field(8766, ge=0, le=65535)  # their UDP audio, on server.host
+    udp_host: str = ""  # the address boxes send UDP audio to; "": the one their OTA request reached
     sample_rate: Literal[16000, 24000] = 24000
     frame_duration_ms: Literal[20, 40, 60] = 60
     max_ahead_ms: int = Field(1200, ge=100, le=2400)

@@ -73,6 +73,9 @@ class LinkServices:
 
     bus: EventBus | None = None
     check_credentials: CredentialCheck = open_door
+    # Runs a connection whose device the link authenticated itself (a xiaozhi box's broker login,
+    # checked against the registry), so its Hello's token is not checked again; None: `handler`.
+    serve_authenticated: ConnectionHandler | None = None
     enrolment: Enrolment | None = None
     activations: Activations | None = None
     device_tools: DeviceTools | None = None  # where a device's own tools (a xiaozhi box's MCP) are offered

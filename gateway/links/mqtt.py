@@ -11,6 +11,9 @@ sent while it was away are delivered when it is back. A device's first message o
 (run by the core like any other connection; a Hello always opens a new one); `offline` or a broker disconnect ends it. Each
 device has a bounded inbox: when the core falls behind, new messages are dropped and counted
 (audio is real-time anyway; an unacked SensorReading is resent by the device).
+
+Other protocols can share the broker as *extensions* (gateway/links/mqtt_extension.py: the
+xiaozhi boxes' MQTT+UDP): their topics are subscribed and handed to them, and they run beside.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Sequence
 
 import paho.mqtt.client as paho
 
@@ -27,6 +31,7 @@ from gateway.links.mqtt_dedup import RedeliveryFilter
 from gateway.links.base import ConnectionHandler, LinkClosed, LinkServices
 from gateway.links.mqtt_broker import EmbeddedBroker
 from gateway.links.mqtt_client import AsyncPaho, MqttConnectError
+from gateway.links.mqtt_extension import BrokerAddress, MqttExtension
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +105,7 @@ class MqttLink:
         embedded: bool = False,
         inbox_messages: int = 256,
         offline_queue: int = 1000,
+        extensions: Sequence[MqttExtension] = (),
     ) -> None:
         """`embedded`: run the broker in-process on host:port (the link then logs in to it); its
         device logins are checked by `services.check_credentials` (the gateway's Authenticator)."""
@@ -112,6 +118,7 @@ class MqttLink:
         self.max_frame_bytes = max_frame_bytes
         self.inbox_messages = inbox_messages  # per device; newer messages are dropped when full
         self.offline_queue = offline_queue  # QoS 1 messages paho keeps while the broker is away
+        self.extensions = tuple(extensions)
         self.connections: dict[str, MqttDeviceConnection] = {}
         self._redeliveries = RedeliveryFilter()
         self.connects = 0  # successful (re)connections to the broker
@@ -124,8 +131,15 @@ class MqttLink:
         assert self._client is not None
         self._client.subscribe(f"{self.prefix}/+/up", 1)
         self._client.subscribe(f"{self.prefix}/+/status", 1)
+        for extension in self.extensions:
+            for topic_filter in extension.topic_filters:
+                self._client.subscribe(topic_filter, 0)
 
     def _on_message(self, msg: paho.MQTTMessage) -> None:
+        for extension in self.extensions:
+            if extension.owns(msg.topic):
+                extension.on_message(msg.topic, msg.payload)
+                return
         parts = msg.topic.split("/")
         if len(parts) != 3 or parts[0] != self.prefix:
             return
@@ -163,6 +177,12 @@ class MqttLink:
             raise LinkClosed("not connected to the broker")
         self._client.publish(f"{self.prefix}/{device_id}/down", encode(message), qos_for(message))
 
+    def publish_raw(self, topic: str, payload: bytes) -> None:
+        """For extensions: one QoS 0 publish (paho drops it while the broker is away)."""
+        if self._client is None:
+            raise LinkClosed("not connected to the broker")
+        self._client.publish(topic, payload, 0)
+
     def _broker_host(self) -> str:
         if self.embedded and self.host in ("", "0.0.0.0", "::"):
             return "127.0.0.1"
@@ -177,7 +197,8 @@ class MqttLink:
         self._handler = handler
         broker = None
         if self.embedded:
-            broker = EmbeddedBroker(self.host, self.port, self.prefix, (services or LinkServices()).check_credentials)
+            broker = EmbeddedBroker(self.host, self.port, self.prefix, (services or LinkServices()).check_credentials,
+                                    self.extensions)
             try:
                 await broker.start()
             except OSError as exc:  # the gateway's start-up names the port, its key and its holder
@@ -189,6 +210,12 @@ class MqttLink:
         try:
             async with asyncio.TaskGroup() as tg:
                 self._tg = tg
+                address = BrokerAddress("" if self.embedded else self.host, self.port, self.embedded)
+                for extension in self.extensions:  # listening before the link says it is ready
+                    listening = asyncio.Event()
+                    tg.create_task(extension.serve(self.publish_raw, handler, services or LinkServices(), address,
+                                                   listening), name=f"mqtt-{extension.name}")
+                    await listening.wait()
                 await self._supervise(ready)
         finally:
             if broker is not None:

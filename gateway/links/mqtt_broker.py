@@ -5,7 +5,9 @@ else installed. Devices log in with username = device id and password = the devi
 (`gateway devices add`); the gateway itself logs in with a random secret made at start-up. A
 device may only publish `P/<its id>/up|status` and subscribe `P/<its id>/down`. With open
 enrolment an unregistered device (or an anonymous client) is let in, still confined to its own
-prefix when it gives a username.
+prefix when it gives a username. Extensions (gateway/links/mqtt_extension.py) add their own
+topic rules, and topics the broker subscribes a login to when it connects (xiaozhi boxes never
+subscribe: the broker pushes their downlink), and learn when a login leaves.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import hmac
 import logging
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +26,7 @@ from amqtt.plugins.base import BaseAuthPlugin, BaseTopicPlugin
 from amqtt.session import Session
 
 from gateway.links.base import CredentialCheck
+from gateway.links.mqtt_extension import MqttExtension
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +48,7 @@ class DeviceTopicPlugin(BaseTopicPlugin):
     class Config:
         prefix: str = "gw"
         gateway_user: str = ""
+        extensions: Any = ()  # MqttExtensions, handed in by EmbeddedBroker
 
     async def topic_filtering(
         self, *, session: Session | None = None, topic: str | None = None, action: Action | None = None
@@ -54,6 +59,13 @@ class DeviceTopicPlugin(BaseTopicPlugin):
             return True
         if topic is None:
             return False
+        for extension in cfg.extensions:
+            verdict = extension.allows(user, topic, action == Action.PUBLISH)
+            if verdict is not None:
+                if not verdict:
+                    log.warning("mqtt broker: client %s (user %s) may not %s %s", getattr(session, "client_id", "?"),
+                                user, action, topic)
+                return verdict
         parts = topic.split("/")
         if len(parts) != 3 or parts[0] != cfg.prefix or (user is not None and parts[1] != user):
             allowed = False
@@ -65,9 +77,19 @@ class DeviceTopicPlugin(BaseTopicPlugin):
             log.warning("mqtt broker: client %s (user %s) may not %s %s", getattr(session, "client_id", "?"), user, action, topic)
         return allowed
 
+    async def on_broker_client_connected(self, *, client_id: str, client_session: Session) -> None:
+        for extension in self.context.config.extensions:
+            for topic in extension.pushed_topics(client_session.username):
+                await self.context.add_subscription(client_id, topic, 0)
+
+    async def on_broker_client_disconnected(self, *, client_id: str, client_session: Session) -> None:
+        for extension in self.context.config.extensions:
+            extension.client_left(client_session.username)
+
 
 class EmbeddedBroker:
-    def __init__(self, host: str, port: int, prefix: str, device_check: CredentialCheck) -> None:
+    def __init__(self, host: str, port: int, prefix: str, device_check: CredentialCheck,
+                 extensions: Sequence[MqttExtension] = ()) -> None:
         self.host, self.port = host, port
         self.gateway_user = "edge-gateway"
         self.gateway_password = secrets.token_urlsafe(24)
@@ -77,7 +99,8 @@ class EmbeddedBroker:
                 "listeners": {"default": {"type": "tcp", "bind": f"{host}:{port}"}},
                 "plugins": {
                     f"{__name__}.DeviceAuthPlugin": {"check": self._check},
-                    f"{__name__}.DeviceTopicPlugin": {"prefix": prefix, "gateway_user": self.gateway_user},
+                    f"{__name__}.DeviceTopicPlugin": {"prefix": prefix, "gateway_user": self.gateway_user,
+                                                      "extensions": tuple(extensions)},
                 },
             }
         )

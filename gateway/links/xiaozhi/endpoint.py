@@ -14,6 +14,7 @@ from gateway.links.http_front import HttpReply, HttpRequest
 from gateway.links.xiaozhi.box_tools import ToolServices
 from gateway.links.xiaozhi.connection import XiaozhiConnection, XiaozhiSettings
 from gateway.links.xiaozhi.emotions import EmotionTable
+from gateway.links.xiaozhi.mqtt_udp import XiaozhiMqttUdp
 from gateway.links.xiaozhi.ota import Enrolment, OtaService
 from gateway.links.xiaozhi.ws_channel import WebSocketChannel
 
@@ -80,3 +81,8 @@ class XiaozhiEndpoint:
 
     def connection(self, ws: ServerConnection) -> DeviceConnection:
         return XiaozhiConnection(WebSocketChannel(ws, self.settings.max_frame_bytes), self.settings, self.emotions, tools=self.tools)
+
+    def mqtt_udp(self, udp_bind: str, udp_port: int, udp_host: str = "") -> XiaozhiMqttUdp:
+        """The boxes' MQTT+UDP transport (an extension of the MQTT link); the OTA answer then offers it."""
+        self.ota.mqtt_udp = XiaozhiMqttUdp(self.settings, self.emotions, udp_bind, udp_port, udp_host)
+        return self.ota.mqtt_udp

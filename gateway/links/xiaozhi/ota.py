@@ -3,7 +3,8 @@
 The firmware (main/ota.cc) POSTs its system info JSON with the headers Device-Id (its MAC),
 Client-Id (a UUID), User-Agent (board/version)... and reads from the reply: `server_time`
 (sets its clock), `firmware` (an update only when `url` is set: never here), `websocket` (each
-key is saved: url, token) and, if present, `mqtt` (which would switch it to MQTT+UDP: not sent).
+key is saved: url, token) and, if present, `mqtt` (which switches it to MQTT+UDP: sent with
+`xiaozhi.mqtt_udp`, gateway/links/xiaozhi/mqtt_udp.py, with the same token as its password).
 Enrolment (devices.open_enrolment): on, a box gets a fresh token at each request (registered on
 the first one, stored hashed); off, a registered box gets the URL without a token (it keeps the
 one it has) and an unknown box an `activation` section instead of `websocket`: a 6-digit code it
@@ -24,13 +25,16 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway import __version__
 from gateway.devices.activation import Activations
 from gateway.links.base import Enrolment
 from gateway.links.http_front import HttpReply, HttpRequest
 from gateway.links.xiaozhi.identity import device_id_of
+
+if TYPE_CHECKING:
+    from gateway.links.xiaozhi.mqtt_udp import XiaozhiMqttUdp
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +58,7 @@ class OtaService:
         self.enrolment = enrolment  # None: no registry (tests of the protocol): the URL without a token
         self.activations = activations  # None: with enrolment closed an unknown box gets nothing
         self._clock = clock
+        self.mqtt_udp: XiaozhiMqttUdp | None = None  # offered in the answer (XiaozhiEndpoint.mqtt_udp)
 
     def url_for(self, request: HttpRequest) -> str:
         """The WebSocket URL the box can reach: the address its request came in on."""
@@ -98,6 +103,11 @@ class OtaService:
             reply["websocket"] = websocket
         elif self.activations is not None:
             reply["activation"] = await self._activation(request, peer, mac, device_id, version, info)
+        if websocket is not None and self.mqtt_udp is not None:
+            mqtt = self.mqtt_udp.mqtt_section(device_id, mac, request.headers.get("Client-Id", ""),
+                                              websocket.get("token"), request.local[0])
+            if mqtt is not None:
+                reply["mqtt"] = mqtt
         return _json_reply(200, reply)
 
     async def _websocket(self, request: HttpRequest, peer: str, mac: str, device_id: str, version: str) -> dict[str, Any] | None:
