@@ -84,5 +84,5 @@ class XiaozhiEndpoint:
 
     def mqtt_udp(self, udp_bind: str, udp_port: int, udp_host: str = "") -> XiaozhiMqttUdp:
         """The boxes' MQTT+UDP transport (an extension of the MQTT link); the OTA answer then offers it."""
-        self.ota.mqtt_udp = XiaozhiMqttUdp(self.settings, self.emotions, udp_bind, udp_port, udp_host)
+        self.ota.mqtt_udp = XiaozhiMqttUdp(self.settings, self.emotions, udp_bind, udp_port, udp_host, self.actions)
         return self.ota.mqtt_udp

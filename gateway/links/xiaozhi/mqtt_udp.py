@@ -23,7 +23,9 @@ from typing import Any
 from firmware_protocol import ProtocolError
 from gateway.links.base import ConnectionHandler, LinkClosed, LinkServices
 from gateway.links.mqtt_extension import BrokerAddress, RawPublish
+from gateway.devices.device_actions import DeviceActions
 from gateway.links.xiaozhi import framing
+from gateway.links.xiaozhi.box_tools import ToolServices
 from gateway.links.xiaozhi.connection import XiaozhiConnection, XiaozhiSettings
 from gateway.links.xiaozhi.emotions import EmotionTable
 from gateway.links.xiaozhi.mqtt_channel import MqttUdpChannel
@@ -58,10 +60,13 @@ class XiaozhiMqttUdp:
     topic_filters = (f"{PREFIX}/+/up",)
 
     def __init__(self, settings: XiaozhiSettings, emotions: EmotionTable, udp_bind: str, udp_port: int,
-                 udp_host: str = "") -> None:
-        """`udp_host`: the address boxes send audio to ("": the one they reached the OTA on)."""
+                 udp_host: str = "", actions: DeviceActions | None = None) -> None:
+        """`udp_host`: the address boxes send audio to ("": the one they reached the OTA on);
+        `actions`: Action codes -> the box's own tools, as on the WebSocket."""
         self.settings = settings
         self.emotions = emotions
+        self.actions = actions or DeviceActions()
+        self._tools: ToolServices | None = None  # the boxes' own MCP tools, when the gateway offers them
         self.udp = UdpAudioServer(udp_bind, udp_port)
         self.udp_host = udp_host
         self.broker: BrokerAddress | None = None  # set while serving
@@ -146,7 +151,7 @@ class XiaozhiMqttUdp:
         host = self.udp_host or self._reached_at.get(device_id) or "127.0.0.1"
         channel = MqttUdpChannel(device_id, lambda data: self._send(device_id, data), self.udp, host, self._forget)
         self._channels[device_id] = channel
-        conn = XiaozhiConnection(channel, self.settings, self.emotions)
+        conn = XiaozhiConnection(channel, self.settings, self.emotions, tools=self._tools)
         self._tg.create_task(self._handler(conn), name=f"xiaozhi-mqtt {device_id}")
         return channel
 
@@ -162,6 +167,8 @@ class XiaozhiMqttUdp:
         await self.udp.start()  # OSError when the port is taken
         self._publish = publish
         self._handler = services.serve_authenticated or handler
+        if services.device_tools is not None:
+            self._tools = ToolServices(services.device_tools, self.actions)
         try:
             async with asyncio.TaskGroup() as tg:
                 self._tg = tg

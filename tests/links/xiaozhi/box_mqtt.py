@@ -47,6 +47,8 @@ class XiaozhiMqttBox(XiaozhiBox):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._mqtt: AsyncPaho | None = None
+        self._mcp_queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._mcp_task: asyncio.Task[None] | None = None
         self._udp: asyncio.DatagramTransport | None = None
         self.refused: str | None = None
 
@@ -64,6 +66,7 @@ class XiaozhiMqttBox(XiaozhiBox):
         self._mqtt = AsyncPaho(m["client_id"], self._on_publish, username=m["username"], password=m.get("password", ""),
                                persistent=False)
         await self._mqtt.connect(host, int(port), keepalive=m.get("keepalive", 240))
+        self._mcp_task = asyncio.create_task(self._answer_mcp())
 
     def _on_publish(self, msg: paho.MQTTMessage) -> None:
         message = json.loads(msg.payload)
@@ -75,7 +78,13 @@ class XiaozhiMqttBox(XiaozhiBox):
             self.goodbyes += 1
             self._close_udp()  # the firmware closes its audio channel, without a goodbye back
         self._on_json(message)
+        if message.get("type") == "mcp":  # the firmware's MCP server answers in order, on its own task
+            self._mcp_queue.put_nowait(message.get("payload", {}))
         self._changed.set()
+
+    async def _answer_mcp(self) -> None:
+        while True:
+            await self._on_mcp(await self._mcp_queue.get())
 
     async def send_json(self, msg: dict[str, Any]) -> None:
         assert self._mqtt is not None
@@ -110,6 +119,10 @@ class XiaozhiMqttBox(XiaozhiBox):
 
     async def close(self) -> None:
         self._close_udp()
+        if self._mcp_task is not None:
+            self._mcp_task.cancel()
+            await asyncio.gather(self._mcp_task, return_exceptions=True)
+            self._mcp_task = None
         if self._mqtt is not None:
             await self._mqtt.disconnect()
             self._mqtt = None

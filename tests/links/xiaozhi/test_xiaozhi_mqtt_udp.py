@@ -145,6 +145,7 @@ async def test_a_box_on_mqtt_and_udp_is_heard_and_answered_in_encrypted_opus(xz_
     assert (await turn(box, fake_speak, fake_transcribe)).startswith("It is ")
     assert box.events.index("tts:start") < box.events.index("audio") and box.packets_dropped == 0
     assert box.datagrams_dropped == 0
+    await box.wait_until(lambda: "tools/list" in box.mcp_methods, 10)  # its own tools, over MQTT too
     await box.goodbye()  # the box ends its session
     await until_logged(caplog, "xiaozhi mqtt xiaozhi-a0b1c2100002", "the box said goodbye")
     assert box.goodbyes == 0  # no goodbye back to a box that said it
