@@ -32,6 +32,7 @@ class ErrorCode(StrEnum):
     READING_INVALID = "reading-invalid"
     STORAGE_FAILED = "storage-failed"
     RATE_LIMITED = "rate-limited"
+    BAD_AUDIO = "bad-audio"
 
 
 class ProtocolError(Exception):

@@ -13,6 +13,9 @@ PROTOCOL_VERSION = 1
 CODECS: tuple[str, ...] = ("pcm_s16le", "opus")
 """Codec names by wire code: index 0 is `pcm_s16le`, 1 is `opus`."""
 
+OPUS_FRAME_MS = 20
+"""Duration of each Opus packet the gateway sends (not on the wire: a packet says its own)."""
+
 MIN_SAMPLE_RATE = 8000
 MAX_SAMPLE_RATE = 48000
 MAX_CHANNELS = 2

@@ -13,6 +13,8 @@
 #define FP_CODEC_COUNT 2u
 #define FP_CODEC_PCM_S16LE 0u
 #define FP_CODEC_OPUS 1u
+/* Each Opus packet the gateway sends holds this many ms (PROTOCOL.md, Opus audio). */
+#define FP_OPUS_FRAME_MS 20u
 
 /* Named measurements (FP_K_VALUES): at most FP_VALUES_MAX on the wire; a device
  * MAY define FP_VALUES_CAP smaller to save RAM (more is then FP_ERR_NO_SPACE). */
@@ -69,6 +71,7 @@ typedef struct {
 #define FP_CODE_READING_INVALID "reading-invalid"
 #define FP_CODE_STORAGE_FAILED "storage-failed"
 #define FP_CODE_RATE_LIMITED "rate-limited"
+#define FP_CODE_BAD_AUDIO "bad-audio"
 
 #define FP_RESERVED_0_FIRST 0x36u
 #define FP_RESERVED_0_LAST 0x3fu

@@ -29,6 +29,7 @@ from firmware_protocol.values import (
     MAX_CHANNELS,
     MAX_SAMPLE_RATE,
     MIN_SAMPLE_RATE,
+    OPUS_FRAME_MS,
     PROTOCOL_VERSION,
     Capability,
 )
@@ -143,6 +144,8 @@ def render_header() -> str:
              f"#define FP_MAX_CHANNELS {MAX_CHANNELS}u",
              f"#define FP_CODEC_COUNT {len(CODECS)}u"]  # fmt: skip
     lines += [f"#define FP_CODEC_{c.upper()} {i}u" for i, c in enumerate(CODECS)]
+    lines += ["/* Each Opus packet the gateway sends holds this many ms (PROTOCOL.md, Opus audio). */",
+              f"#define FP_OPUS_FRAME_MS {OPUS_FRAME_MS}u"]
     lines += ["", "/* Named measurements (FP_K_VALUES): at most FP_VALUES_MAX on the wire; a device",
               " * MAY define FP_VALUES_CAP smaller to save RAM (more is then FP_ERR_NO_SPACE). */",
               f"#define FP_VALUES_MAX {_values_max()}u", "#ifndef FP_VALUES_CAP",

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from firmware_protocol import (
     Abort,
     AudioChunk,
-    AudioFormat,
     AudioStart,
     AudioStop,
     Error,
@@ -34,6 +33,7 @@ from firmware_protocol import (
 from gateway import __version__
 from gateway.bus import EventBus
 from gateway.config import GatewayConfig
+from gateway.devices.audio_codec import CodecConnection, plan_audio
 from gateway.devices.auth import Authenticator, AuthRefused
 from gateway.devices.readings import ReadingService
 from gateway.devices.registry import SessionRegistry
@@ -84,11 +84,6 @@ class _Peer:
             raise LinkClosed(f"{MAX_CONSECUTIVE_ERRORS} consecutive errors")
 
 
-def _pcm_format(requested: AudioFormat, default_rate: int) -> AudioFormat:
-    rate = requested.sample_rate if requested.codec == "pcm_s16le" else default_rate
-    return AudioFormat(codec="pcm_s16le", sample_rate=rate, channels=1)
-
-
 async def _await_hello(peer: _Peer, timeout: float) -> Hello:
     async with asyncio.timeout(timeout):
         while True:
@@ -124,12 +119,13 @@ async def serve_device(conn: DeviceConnection, services: SessionServices) -> Non
                 log.warning("%s: auth-failed: %s", peer.name, exc)
                 await conn.send(Error(code="auth-failed", text=str(exc)))
                 return
-        audio_in = hello.audio_in
-        if audio_in.codec != "pcm_s16le":
-            await peer.reject("unsupported-audio-format", f"audio_in codec {audio_in.codec} is not supported yet; send pcm_s16le")
-        audio_out = _pcm_format(hello.audio_out, cfg.audio.default_sample_rate)
+        plan = plan_audio(hello, cfg.audio.default_sample_rate)  # PCM, or Opus either way (audio_codec.py)
+        if plan.problem:
+            await peer.reject("unsupported-audio-format", plan.problem)
+        audio_in, audio_out = plan.pcm_in, plan.pcm_out
+        peer.conn = CodecConnection.wrap(conn, plan)  # the conversation hears and speaks PCM
         session_id = uuid.uuid4().hex[:12]
-        await conn.send(Welcome(session_id=session_id, audio_out=audio_out, server=f"edge-voice-gateway/{__version__}"))
+        await conn.send(Welcome(session_id=session_id, audio_out=plan.wire_out, server=f"edge-voice-gateway/{__version__}"))
         log.info("%s: hello, session %s, mic %d Hz, speaker %d Hz", peer.name, session_id, audio_in.sample_rate, audio_out.sample_rate)
         conversation = Conversation(
             hello.device_id,
