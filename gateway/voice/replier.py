@@ -1,8 +1,8 @@
 """The replying half of a conversation: one turn at a time from transcript to the end of its reply.
 
 A turn waits for its transcript (a decode the conversation started), asks the brain session,
-speaks the sentences (the Speaker) and publishes the turn's events (gateway/voice/events.py):
-`Transcribed`, `ReplyEnded` (or `TurnFailed`) and `TurnFinished`
+speaks the sentences (the Speaker; each one's `SentenceStarted` comes from its `on_start`) and
+publishes the turn's events (gateway/voice/events.py): `Transcribed`, `ReplyEnded` (or `TurnFailed`) and `TurnFinished`
 with its metrics. `interrupt` cancels the running turn within one chunk and publishes `BargedIn`,
 the `ReplyEnded` of what was played and the turn's metrics. The brain session hears what was
 played (`spoken`) after the reply ended or was interrupted.
