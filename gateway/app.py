@@ -32,6 +32,7 @@ from gateway.devices.session import SessionServices, serve_device
 from gateway.engines.factory import load_engines
 from gateway.engines.runner import EngineRunner
 from gateway.expression.service import ExpressionService
+from gateway.screens.access import screen_key
 from gateway.screens.server import ScreensServer
 from gateway.screens.tls import server_context
 from gateway.links.base import DeviceConnection, DeviceLink, LinkServices
@@ -202,7 +203,8 @@ def default_links(cfg: GatewayConfig) -> list[DeviceLink]:
     if cfg.screens.enabled:
         sc = cfg.screens
         tls = server_context(cfg.path(sc.cert), cfg.path(sc.key)) if sc.tls else None
-        links.append(ScreensServer(sc.host, sc.port, sc.path, sc.audio_cache, s.max_frame_bytes, tls))
+        links.append(ScreensServer(sc.host, sc.port, sc.path, sc.audio_cache, s.max_frame_bytes, tls,
+                                   key=screen_key(cfg.path(sc.access_key))))
     if cfg.serial.ports:
         ports = [SerialPort(p.port, p.baud) for p in cfg.serial.ports]
         links.append(SerialLink(ports, s.max_frame_bytes))

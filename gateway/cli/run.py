@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import socket
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,7 @@ from gateway.cli.stopping import sigterm_interrupts, sigterm_sets
 from gateway.config import GatewayConfig
 from gateway.errors import GatewayError
 from gateway.links.base import DeviceLink
+from gateway.screens.access import page_url, screen_key
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
@@ -55,8 +57,12 @@ def _announce(cfg: GatewayConfig, links: list[DeviceLink]) -> None:
         print(f"  {hint}")
     for link in links:
         if link.name == "screens":
-            host = cfg.screens.host if cfg.screens.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
-            print(f"Screens and the browser voice box: {link.scheme}://{host}:{link.port}/  (from the LAN: this machine's name)")
+            lan = cfg.screens.host in ("0.0.0.0", "::", "")
+            host = socket.gethostname() if lan else cfg.screens.host
+            key = screen_key(cfg.path(cfg.screens.access_key))
+            print(f"Screens (watch every conversation; the key is `gateway screens key`): "
+                  f"{page_url(link.scheme, host, link.port, key)}")
+            print(f"The browser voice box: {link.scheme}://{host}:{link.port}/")
     print("\nTry it without hardware, in another terminal:")
     print(f'  gateway simulate --say "What time is it?" --url ws://127.0.0.1:{port}{cfg.server.websocket_path} --out reply.wav')
     print("Stop with Ctrl+C.\n", flush=True)

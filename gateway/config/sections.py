@@ -231,6 +231,7 @@ class ScreensConfig(_Section):
     tls: bool = False
     cert: Path = Path("data/screens-cert.pem")
     key: Path = Path("data/screens-key.pem")
+    access_key: Path = Path("data/screens-access-key")  # the screen key, made on first run
 
 
 class GatewayConfig(_Section):

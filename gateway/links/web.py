@@ -1,6 +1,6 @@
 """A small HTTP(S) + WebSocket server for LAN screens and browser voice boxes.
 
-Plain HTTP GETs are answered by `routes(path, query)` (status, content type, body); a WebSocket
+Plain HTTP GETs are answered by `routes(path, query, peer)` (status, content type, body); a WebSocket
 upgrade on `ws_path` is handed to `on_socket` as a `TextSocket` (JSON text frames), one on
 `device_path` to the device handler as a `WebSocketConnection` (binary wire protocol, like the
 device link), so a page served here reaches the gateway on its own origin (also over TLS, which
@@ -26,7 +26,7 @@ from gateway.links.websocket import WebSocketConnection
 
 log = logging.getLogger(__name__)
 
-Routes = Callable[[str, dict[str, str]], tuple[int, str, bytes] | None]
+Routes = Callable[[str, dict[str, str], str], tuple[int, str, bytes] | None]
 
 
 class TextSocket:
@@ -51,6 +51,10 @@ class TextSocket:
         except ConnectionClosed as exc:
             raise LinkClosed(str(exc)) from None
 
+    async def close(self, code: int, reason: str) -> None:
+        """Close with a code and a reason the page can show (WebSocket close frame)."""
+        await self._ws.close(code, reason)
+
 
 def _query(path: str) -> tuple[str, dict[str, str]]:
     parts = urlsplit(path)
@@ -74,7 +78,7 @@ class WebServer:
         path, query = _query(request.path)
         if path in (self.ws_path, self.device_path) and request.headers.get("Upgrade", "").lower() == "websocket":
             return None  # go on with the WebSocket handshake
-        answer = self._routes(path, query)
+        answer = self._routes(path, query, "%s:%s" % tuple(conn.remote_address[:2]))
         if answer is None:
             return conn.respond(HTTPStatus.NOT_FOUND, "not found\n")
         status, content_type, body = answer

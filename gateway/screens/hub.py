@@ -4,7 +4,8 @@ A screen subscribes to one device or all (`?device=ID`, default all; it may chan
 sending `{"device": "ID"}`, answered with `{"Topic": "gateway", "Data": {"Key": "subscribed",
 "Device": ID}}`). Each screen has a bounded queue: a slow screen loses its oldest
 messages (counted and logged), never slows down a device. The audio of the last `audio_cache`
-sentences is kept in memory as WAV for `GET /audio/N.wav`.
+sentences is kept in memory as WAV for `GET /audio/<id>.wav`, under random ids (nobody can
+guess the next sentence's URL); the URLs sent to screens end with `audio_query` (the screen key).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import asyncio
 import io
 import json
 import logging
+import secrets
 import wave
 from collections import OrderedDict
 from typing import Any
@@ -64,11 +66,11 @@ class _Screen:
 
 
 class ScreenHub:
-    def __init__(self, audio_cache: int = 64, queue_size: int = 64) -> None:
-        self._audio: OrderedDict[int, bytes] = OrderedDict()
+    def __init__(self, audio_cache: int = 64, queue_size: int = 64, audio_query: str = "") -> None:
+        self._audio: OrderedDict[str, bytes] = OrderedDict()
         self._audio_cache = audio_cache
         self._queue_size = queue_size
-        self._next_audio = 1
+        self._audio_query = audio_query
         self._screens: set[_Screen] = set()
         self._fresh: dict[str, bool] = {}  # device -> the next sentence starts a reply
         self.scheme = "http"  # of the audio URLs (https when the server uses TLS)
@@ -78,8 +80,8 @@ class ScreenHub:
     def screens(self) -> int:
         return len(self._screens)
 
-    def audio(self, number: int) -> bytes | None:
-        return self._audio.get(number)
+    def audio(self, audio_id: str) -> bytes | None:
+        return self._audio.get(audio_id)
 
     def publish(self, message: dict[str, Any]) -> None:
         for screen in list(self._screens):
@@ -87,15 +89,14 @@ class ScreenHub:
 
     def on_event(self, event: object) -> None:
         if isinstance(event, SentenceExpressed):
-            number = self._next_audio
-            self._next_audio += 1
+            number = secrets.token_urlsafe(16)
             self._audio[number] = wav_bytes(event.pcm, event.sample_rate)
             while len(self._audio) > self._audio_cache:
                 self._audio.popitem(last=False)
             first = self._fresh.get(event.device_id, True)
             self._fresh[event.device_id] = False
             self.publish(sentence_message(event.device_id, event.stream_id, event.expression,
-                                          f"/audio/{number}.wav", first))
+                                          f"/audio/{number}.wav{self._audio_query}", first))
         elif isinstance(event, Transcribed):
             self._fresh[event.device_id] = True
             if event.text:

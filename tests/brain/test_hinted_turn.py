@@ -47,12 +47,12 @@ async def gateway_with(runner, tmp_path: Path, scripts: list[Script]) -> AsyncIt
             "brain": {"providers": [{"name": "scripted", "base_url": llm.url, "model": "m"}]},
         }, ROOT)
         link = MemoryLink()
-        screens = ScreensServer("127.0.0.1", 0, "/screen")
+        screens = ScreensServer("127.0.0.1", 0, "/screen", key="hinted-screen-key")
         ready = asyncio.Event()
         task = asyncio.create_task(Gateway(cfg, runner, [link, screens]).serve(ready))
         await asyncio.wait_for(ready.wait(), 10)
         try:
-            yield link, f"ws://127.0.0.1:{screens.port}/screen?device={DEVICE}"
+            yield link, f"ws://127.0.0.1:{screens.port}/screen?device={DEVICE}&key=hinted-screen-key"
         finally:
             task.cancel()
 

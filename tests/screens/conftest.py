@@ -14,26 +14,30 @@ from gateway.links.websocket import WebSocketLink
 from gateway.screens.server import ScreensServer
 from gateway.screens.tls import server_context
 
+SCREEN_KEY = "test-screen-key-0123456789"
+
 
 @dataclass
 class ScreensGateway:
     device_url: str
     http: str  # http://127.0.0.1:PORT
-    screen_url: str  # ws://127.0.0.1:PORT/screen
+    screen_url: str  # ws://127.0.0.1:PORT/screen?key=SCREEN_KEY (add &device=ID)
     server: ScreensServer
     https: str  # https://127.0.0.1:PORT (self-signed)
+    key: str = SCREEN_KEY
 
 
 async def _serve(cfg, runner, tmp_path_factory) -> AsyncIterator[ScreensGateway]:
     link = WebSocketLink("127.0.0.1", 0, cfg.server.websocket_path, cfg.server.max_frame_bytes)
-    screens = ScreensServer("127.0.0.1", 0, "/screen")
+    screens = ScreensServer("127.0.0.1", 0, "/screen", key=SCREEN_KEY)
     certs = tmp_path_factory.mktemp("tls")
-    secure = ScreensServer("127.0.0.1", 0, "/screen", tls=server_context(certs / "cert.pem", certs / "key.pem"))
+    secure = ScreensServer("127.0.0.1", 0, "/screen", tls=server_context(certs / "cert.pem", certs / "key.pem"),
+                           key=SCREEN_KEY)
     ready = asyncio.Event()
     task = asyncio.create_task(Gateway(cfg, runner, [link, screens, secure]).serve(ready))
     await asyncio.wait_for(ready.wait(), 10)
     yield ScreensGateway(f"ws://127.0.0.1:{link.port}{cfg.server.websocket_path}",
-                         f"http://127.0.0.1:{screens.port}", f"ws://127.0.0.1:{screens.port}/screen", screens,
+                         f"http://127.0.0.1:{screens.port}", f"ws://127.0.0.1:{screens.port}/screen?key={SCREEN_KEY}", screens,
                          f"https://127.0.0.1:{secure.port}")
     task.cancel()
 

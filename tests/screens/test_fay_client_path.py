@@ -19,12 +19,12 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 async def test_a_screen_on_the_root_path_gets_messages_and_the_page_is_still_served() -> None:
     bus = EventBus()
-    server = ScreensServer("127.0.0.1", 0, "/")
+    server = ScreensServer("127.0.0.1", 0, "/", key="fay-screen-key")
     ready = asyncio.Event()
     task = asyncio.create_task(server.serve(None, ready, LinkServices(bus=bus)))
     try:
         await asyncio.wait_for(ready.wait(), 5)
-        async with connect(f"ws://127.0.0.1:{server.port}/") as ws:
+        async with connect(f"ws://127.0.0.1:{server.port}/?key=fay-screen-key") as ws:
             await ws.send(json.dumps({"device": "all"}))
             ack = json.loads(await asyncio.wait_for(ws.recv(), 5))  # the screen is registered now
             assert ack == {"Topic": "gateway", "Data": {"Key": "subscribed", "Device": "all"}}

@@ -22,11 +22,11 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 @pytest_asyncio.fixture(loop_scope="session")
 async def screens() -> AsyncIterator[tuple[str, EventBus]]:
     bus = EventBus()
-    server = ScreensServer("127.0.0.1", 0, "/screen")
+    server = ScreensServer("127.0.0.1", 0, "/screen", key="alerts-screen-key")
     ready = asyncio.Event()
     task = asyncio.create_task(server.serve(None, ready, LinkServices(bus=bus)))
     await asyncio.wait_for(ready.wait(), 10)
-    yield f"ws://127.0.0.1:{server.port}/screen", bus
+    yield f"ws://127.0.0.1:{server.port}/screen?key=alerts-screen-key", bus
     task.cancel()  # bounded: screens that left while idle must not keep the server from stopping
     await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), 5)
 
@@ -39,8 +39,8 @@ async def _subscribe(ws, device: str) -> None:
 
 async def test_an_alert_is_shown_on_its_devices_screens_and_on_screens_watching_all(screens) -> None:
     url, bus = screens
-    async with connect(f"{url}?device=box-anna") as anna, connect(f"{url}?device=all") as nurse, \
-            connect(f"{url}?device=box-bob") as bob:
+    async with connect(f"{url}&device=box-anna") as anna, connect(f"{url}&device=all") as nurse, \
+            connect(f"{url}&device=box-bob") as bob:
         for ws, device in ((anna, "box-anna"), (nurse, "all"), (bob, "box-bob")):
             await _subscribe(ws, device)
         bus.publish(Alert("anna", ("bp-anna", "box-anna"), "Blood pressure high (165 over 95 mmHg)", 3, "warning", 1.5e9))

@@ -13,6 +13,7 @@ import pytest
 from websockets.asyncio.client import connect
 
 from gateway.cli.virtual_box import simulate
+from tests.screens.conftest import SCREEN_KEY
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -39,7 +40,7 @@ async def next_human(ws, key: str) -> dict:
 async def test_a_screen_gets_fay_messages_with_lips_action_sentiment_and_audio_for_each_sentence(
         fake_screens_gateway, fake_speak) -> None:
     audio, rate = fake_speak("Thank you, goodbye.")
-    async with connect(f"{fake_screens_gateway.screen_url}?device=box-screen-1") as ws:
+    async with connect(f"{fake_screens_gateway.screen_url}&device=box-screen-1") as ws:
         await subscribed(ws, "box-screen-1")
         sim = asyncio.create_task(simulate(fake_screens_gateway.device_url, audio, rate, device_id="box-screen-1",
                                            speed=2.0, timeout=30))
@@ -61,7 +62,7 @@ async def test_a_screen_gets_fay_messages_with_lips_action_sentiment_and_audio_f
         assert abs(lips_ms - data["Time"] * 1000) <= 50
         assert {lip["Lip"] for lip in data["Lips"]} <= {"sil", "PP", "FF", "TH", "DD", "kk", "CH", "SS", "nn",
                                                          "RR", "aa", "E", "ih", "oh", "ou"}
-        assert data["HttpValue"].startswith("http://127.0.0.1:")
+        assert data["HttpValue"].startswith("http://127.0.0.1:") and data["HttpValue"].endswith(f"?key={SCREEN_KEY}")
         status, ctype, body = await asyncio.to_thread(http_get, data["HttpValue"])
         assert status == 200 and ctype == "audio/wav"
         with wave.open(io.BytesIO(body)) as w:
@@ -70,8 +71,8 @@ async def test_a_screen_gets_fay_messages_with_lips_action_sentiment_and_audio_f
 
 async def test_a_screen_watching_another_device_gets_nothing_from_this_one(fake_screens_gateway, fake_speak) -> None:
     audio, rate = fake_speak("Thank you.")
-    async with connect(f"{fake_screens_gateway.screen_url}?device=someone-else") as other, \
-            connect(f"{fake_screens_gateway.screen_url}?device=all") as everyone:
+    async with connect(f"{fake_screens_gateway.screen_url}&device=someone-else") as other, \
+            connect(f"{fake_screens_gateway.screen_url}&device=all") as everyone:
         await subscribed(other, "someone-else")
         await subscribed(everyone, "all")
         await simulate(fake_screens_gateway.device_url, audio, rate, device_id="box-screen-2", speed=2.0, timeout=30)
@@ -86,5 +87,5 @@ async def test_the_page_its_config_and_unknown_paths_are_served_over_http(fake_s
     _, _, cfg = await asyncio.to_thread(http_get, fake_screens_gateway.http + "/config.json")
     assert json.loads(cfg) == {"device_path": "/device", "screen_path": "/screen"}
     with pytest.raises(urllib.error.HTTPError) as info:
-        await asyncio.to_thread(http_get, fake_screens_gateway.http + "/audio/999999.wav")
+        await asyncio.to_thread(http_get, fake_screens_gateway.http + f"/audio/{'A' * 22}.wav?key={SCREEN_KEY}")
     assert info.value.code == 404

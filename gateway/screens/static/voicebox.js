@@ -3,8 +3,9 @@
 // Default: a voice box. It connects to /device like an ESP32 (binary wire protocol
 // v1, see firmware_protocol/PROTOCOL.md), streams the microphone while "Hold to talk" is held,
 // plays the reply and moves the mouth from the Visemes track of each sentence.
-// With ?watch=DEVICE (or ?watch=all): a screen. It subscribes to /screen (Fay "human" messages),
-// plays each sentence's HttpValue audio and moves the mouth from its Lips.
+// With ?watch=DEVICE (or ?watch=all)&key=KEY: a screen. It subscribes to /screen (Fay "human"
+// messages) with the screen key, plays each sentence's HttpValue audio (its URL carries the key)
+// and moves the mouth from its Lips.
 "use strict";
 
 const T = { HELLO: 0x01, WELCOME: 0x02, PING: 0x03, PONG: 0x04, ERROR: 0x05, AUDIO_START: 0x10,
@@ -163,26 +164,44 @@ function runVoicebox(cfg, deviceId) {
 }
 
 // ---- screen mode (Fay messages) ----------------------------------------------------------------
-function runScreen(cfg, device) {
+// Needs the screen key (?key=, as the gateway printed the page URL); reconnects by itself after a
+// gateway restart (backoff up to 10 s), but not after a refused key (close code 4401).
+const KEY_REFUSED = 4401;
+function soundBlocked(url) {
+  // Autoplay is blocked until the user interacts with the page: one tap enables sound.
+  state.soundBlocked = true;
+  const b = $("sound"); b.hidden = false;
+  b.onclick = () => { state.soundBlocked = false; b.hidden = true; audio(); new Audio(url).play().catch(() => {}); };
+}
+function runScreen(cfg, device, key) {
   state.mode = "screen";
-  const ws = new WebSocket(`${WS}//${location.host}${cfg.screen_path}?device=${encodeURIComponent(device)}`);
-  ws.onopen = () => setStatus(`watching ${device}`);
-  ws.onclose = () => setStatus("disconnected");
-  ws.onmessage = (ev) => {
-    const msg = JSON.parse(ev.data), d = msg.Data || {};
-    if (d.Key === "transcript") { state.transcript = d.Text; $("transcript").textContent = d.Text; }
-    else if (d.Key === "audio") {
-      let t = 0; const runs = (d.Lips || []).map((l) => { const r = { start: t, dur: l.Time, open: OPEN[l.Lip] || 0 }; t += l.Time; return r; });
-      addTimeline(performance.now(), runs);
-      showSentence(d.Text, d.Action, d.Sentiment);
-      new Audio(d.HttpValue).play().catch(() => {});
-    }
+  let delay = 500;
+  const connect = () => {
+    const ws = new WebSocket(`${WS}//${location.host}${cfg.screen_path}?device=${encodeURIComponent(device)}&key=${encodeURIComponent(key)}`);
+    ws.onopen = () => { delay = 500; state.connects = (state.connects || 0) + 1; setStatus(`watching ${device}`); };
+    ws.onclose = (ev) => {
+      if (ev.code === KEY_REFUSED) { setStatus("refused: " + (ev.reason || "wrong screen key")); return; }
+      setStatus("disconnected, reconnecting…");
+      setTimeout(connect, delay); delay = Math.min(delay * 2, 10000);
+    };
+    ws.onmessage = (ev) => {
+      const msg = JSON.parse(ev.data), d = msg.Data || {};
+      if (d.Key === "transcript") { state.transcript = d.Text; $("transcript").textContent = d.Text; }
+      else if (d.Key === "audio") {
+        let t = 0; const runs = (d.Lips || []).map((l) => { const r = { start: t, dur: l.Time, open: OPEN[l.Lip] || 0 }; t += l.Time; return r; });
+        addTimeline(performance.now(), runs);
+        showSentence(d.Text, d.Action, d.Sentiment);
+        state.audioUrl = d.HttpValue;
+        new Audio(d.HttpValue).play().catch((err) => { if (err && err.name === "NotAllowedError") soundBlocked(d.HttpValue); });
+      }
+    };
   };
+  connect();
 }
 const OPEN = { sil: 0, PP: 0.25, FF: 0.25, nn: 0.25, TH: 0.45, DD: 0.45, CH: 0.45, SS: 0.45, ih: 0.45, RR: 0.45, kk: 0.65, E: 0.65, oh: 0.65, aa: 0.85, ou: 0.85 };
 
 fetch("config.json").then((r) => r.json()).then((cfg) => {
   const q = new URLSearchParams(location.search);
-  if (q.get("watch")) runScreen(cfg, q.get("watch"));
+  if (q.get("watch")) runScreen(cfg, q.get("watch"), q.get("key") || "");
   else runVoicebox(cfg, q.get("device") || "browser-" + Math.random().toString(36).slice(2, 8));
 }).catch((err) => setStatus("cannot reach the gateway: " + err));
