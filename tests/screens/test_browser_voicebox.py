@@ -98,7 +98,7 @@ async def test_the_page_as_a_screen_for_another_device_shows_its_reply_and_lip_s
                                            args=["--no-sandbox", "--disable-gpu", "--autoplay-policy=no-user-gesture-required"])
         try:
             page = await browser.new_page()
-            await page.goto(f"{screens_gateway.http}/?watch=box-watched")
+            await page.goto(f"{screens_gateway.http}/?watch=box-watched&key={screens_gateway.key}")
             await page.wait_for_function("window.voicebox.status === 'watching box-watched'", timeout=10_000)
             sim = asyncio.create_task(simulate(screens_gateway.device_url, audio, rate, device_id="box-watched",
                                                speed=2.0, timeout=30))
