@@ -126,7 +126,8 @@ async def serve_device(conn: DeviceConnection, services: SessionServices) -> Non
         peer.conn = CodecConnection.wrap(conn, plan)  # the conversation hears and speaks PCM
         session_id = uuid.uuid4().hex[:12]
         await conn.send(Welcome(session_id=session_id, audio_out=plan.wire_out, server=f"edge-voice-gateway/{__version__}"))
-        log.info("%s: hello, session %s, mic %d Hz, speaker %d Hz", peer.name, session_id, audio_in.sample_rate, audio_out.sample_rate)
+        # The session id is the CoAP session token: the log shows only its first characters.
+        log.info("%s: hello, session %s..., mic %d Hz, speaker %d Hz", peer.name, session_id[:4], audio_in.sample_rate, audio_out.sample_rate)
         conversation = Conversation(
             hello.device_id,
             conn.peer,
