@@ -52,21 +52,37 @@ class VadConfig(_Section):
 _ASR_FILES: dict[str, tuple[str, ...]] = {
     "moonshine": (),  # files come from the model manifest (asr.model)
     "moonshine-sherpa": (),
+    "whisper": (),  # a CTranslate2 Whisper model of the manifest (asr.model)
     "transducer": ("encoder", "decoder", "joiner", "tokens"),
     "paraformer": ("encoder", "decoder", "tokens"),  # streaming paraformer
 }
 
 
+_ASR_DEFAULT_MODEL = {"whisper": "whisper-tiny-en"}  # asr.model when not given; else moonshine-base-en
+
+
 class AsrConfig(_Section):
-    engine: Literal["moonshine", "moonshine-sherpa", "transducer", "paraformer"] = "moonshine"
-    model: str = "moonshine-base-en"
+    engine: Literal["moonshine", "moonshine-sherpa", "whisper", "transducer", "paraformer"] = "moonshine"
+    model: str = "moonshine-base-en"  # the default depends on the engine (_ASR_DEFAULT_MODEL)
     num_threads: int = Field(2, ge=1, le=16)
     float_decoder: bool = True  # moonshine: the derived float decoder (3.5x faster, +120 MB resident)
+    # whisper only (gateway/engines/whisper_ct2.py):
+    beam_size: int = Field(1, ge=1, le=10)  # 1 = greedy
+    language: str = Field("en", pattern=r"^[a-z]{2,3}$")  # a Whisper language code; .en models: en
+    compute_type: Literal["int8", "int8_float32", "int16", "float32"] = "int8"
+    window: Literal["utterance", "30s"] = "utterance"  # the encoder's input: the utterance, or 30 s
     # For engine: transducer / paraformer (streaming sherpa-onnx models you download yourself):
     encoder: Path | None = None
     decoder: Path | None = None
     joiner: Path | None = None
     tokens: Path | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _model_of_engine(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("model") is None and data.get("engine") in _ASR_DEFAULT_MODEL:
+            return {**data, "model": _ASR_DEFAULT_MODEL[data["engine"]]}
+        return data
 
     @model_validator(mode="after")
     def _files_match_engine(self) -> "AsrConfig":

