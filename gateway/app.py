@@ -25,6 +25,7 @@ from gateway.devices.auth import Authenticator
 from gateway.devices.database import Database
 from gateway.devices.device_actions import DeviceActions
 from gateway.devices.device_tools import DeviceTools
+from gateway.devices.reading_log import ReadingLog
 from gateway.devices.readings import ReadingService, ReadingStored
 from gateway.devices.registry import SessionRegistry
 from gateway.devices.retention import ReadingRetention
@@ -36,13 +37,12 @@ from gateway.screens.access import screen_key
 from gateway.screens.server import ScreensServer
 from gateway.screens.tls import server_context
 from gateway.links.base import DeviceConnection, DeviceLink, LinkServices
-from gateway.memory.readings import consume_readings
+from gateway.memory.reading_feed import ReadingFeed
 from gateway.memory.alerts import speak_alerts
 from gateway.memory.events import Alert
 from gateway.memory.rules import RuleEngine, install_rules
 from gateway.memory.scheduler import MemoryScheduler
 from gateway.memory.service import MemoryService
-from gateway.memory.store import Node
 from gateway.mcp_server.devices import GatewayDevices
 from gateway.links.coap import CoapLink
 from gateway.links.mqtt import MqttLink
@@ -150,21 +150,18 @@ class Gateway:
 
     async def _serve_memory(self, memory: MemoryService) -> None:
         """Readings -> memories, alerts, the daily reflection, and (mcp.http) the MCP endpoint."""
-        sub = self.bus.subscribe(ReadingStored, name="memory")
+        wake = self.bus.notify(ReadingStored, name="memory-readings")  # the feed reads the readings table
         alerts = self.bus.subscribe(Alert, name="memory-alerts")
         devices = GatewayDevices(self.registry, self.device_tools)
         m = self.cfg.memory
         rules = RuleEngine(memory, self.bus.publish, lambda user: tuple(d for d, u in m.users.items() if u == user))
         scheduler = MemoryScheduler(memory, rules, reflection_time=m.reflection_time, portrait_time=m.portrait_time)
-
-        async def remembered(node: Node) -> None:
-            self.bus.publish(node)
-            await rules.on_reading(node)
+        self.reading_feed = ReadingFeed(memory, ReadingLog(self.db), rules, on_remembered=self.bus.publish)
 
         try:
             await install_rules(memory, m.rules)
             async with asyncio.TaskGroup() as tg:
-                tg.create_task(consume_readings(memory, sub, on_remembered=remembered), name="memory-readings")
+                tg.create_task(self.reading_feed.run(wake), name="memory-readings")
                 tg.create_task(scheduler.run(), name="memory-scheduler")
                 tg.create_task(speak_alerts(alerts, devices.connected, devices.say, devices.can_speak), name="memory-alerts")
                 if self.cfg.mcp.http:
@@ -174,7 +171,7 @@ class Gateway:
                     server = build_server(McpDeps(memory, devices))
                     tg.create_task(serve_http(server, self.cfg.mcp.host, self.cfg.mcp.port, self.cfg.mcp.token))
         finally:
-            sub.close()
+            wake.close()
             alerts.close()
 
 

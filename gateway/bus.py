@@ -3,7 +3,8 @@
 Publishing never blocks: each subscriber has a bounded queue; when a slow subscriber's queue is
 full, its oldest event is dropped and counted (`Subscription.dropped`), so one stuck consumer can
 never stall a device link. Durable data (sensor readings, memories) is written to SQLite *before*
-it is published; the bus only carries notifications.
+it is published; the bus only carries notifications. A consumer that reads the durable data
+itself subscribes with `notify`: it only learns that something new was published (nothing to drop).
 """
 
 from __future__ import annotations
@@ -45,6 +46,22 @@ class Subscription:
         self._bus._subs.discard(self)
 
 
+class Notification(Subscription):
+    """A wake-up: `wait()` returns once an event of the types was published since the last
+    `wait()` returned (any number of events count as one); events themselves are not kept."""
+
+    def __init__(self, bus: "EventBus", types: tuple[type, ...], name: str) -> None:
+        super().__init__(bus, types, 1, name)
+        self._event = asyncio.Event()
+
+    def offer(self, event: Any) -> None:
+        self._event.set()
+
+    async def wait(self) -> None:
+        await self._event.wait()
+        self._event.clear()
+
+
 class EventBus:
     def __init__(self) -> None:
         self._subs: set[Subscription] = set()
@@ -52,6 +69,12 @@ class EventBus:
     def subscribe(self, *types: type, maxsize: int = 256, name: str = "subscriber") -> Subscription:
         """Receive events that are instances of any of `types` (all events when none given)."""
         sub = Subscription(self, types, maxsize, name)
+        self._subs.add(sub)
+        return sub
+
+    def notify(self, *types: type, name: str = "notified") -> Notification:
+        """Be woken when events of any of `types` are published (see `Notification`)."""
+        sub = Notification(self, types, name)
         self._subs.add(sub)
         return sub
 

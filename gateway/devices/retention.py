@@ -8,6 +8,10 @@ Pruning does not re-open a seq for duplicates: per device, the highest seq ever 
 in `readings_pruned` (in the same transaction as the delete). A resend at or below it that is no
 longer in the table is acked DUPLICATE (it was stored once and has expired), not stored again.
 This relies on what PROTOCOL.md asks of devices: seq grows and is kept across reboots.
+
+The newest row of the table is never pruned, however old: SQLite gives a new row the highest id
++ 1, so an emptied table would hand out ids again from 1, and the memory's feed, which has
+turned every id up to its cursor into memories (reading_log.py), would skip them.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from gateway.devices.database import Database
 log = logging.getLogger(__name__)
 
 BATCH = 500
+# readings old enough to prune, but never the newest row (ids must not be reused, see above)
+_PRUNABLE = "received_at < ? AND id < (SELECT max(id) FROM readings)"
 DAY_S = 86400.0
 
 
@@ -49,7 +55,7 @@ def pruned_through(conn: sqlite3.Connection, device_id: str) -> int | None:
 def count_prunable(conn: sqlite3.Connection, cutoff: float) -> PruneResult:
     """A dry run: how many readings per device were received before `cutoff`."""
     rows = conn.execute(
-        "SELECT device_id, COUNT(*) FROM readings WHERE received_at < ? GROUP BY device_id ORDER BY device_id",
+        f"SELECT device_id, COUNT(*) FROM readings WHERE {_PRUNABLE} GROUP BY device_id ORDER BY device_id",
         (cutoff,),
     ).fetchall()
     return PruneResult(cutoff, {device: int(n) for device, n in rows})
@@ -63,7 +69,7 @@ def prune_batch(conn: sqlite3.Connection, cutoff: float, batch: int = BATCH) -> 
         conn.execute("CREATE TEMP TABLE IF NOT EXISTS prune_ids (id INTEGER PRIMARY KEY)")
         conn.execute("DELETE FROM prune_ids")
         conn.execute(
-            "INSERT INTO prune_ids SELECT id FROM readings WHERE received_at < ? ORDER BY received_at LIMIT ?",
+            f"INSERT INTO prune_ids SELECT id FROM readings WHERE {_PRUNABLE} ORDER BY received_at LIMIT ?",
             (cutoff, batch),
         )
         stats = conn.execute(

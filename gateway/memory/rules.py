@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from gateway.memory.events import Alert
+from gateway.memory.node_input import NodeSpec, node_input
 from gateway.memory.service import MemoryService
 from gateway.memory.store import Node
 
@@ -30,11 +32,11 @@ _NUMS = re.compile(r"(\d+(?:\.\d+)?)")
 _BP = re.compile(r"(\d+(?:\.\d+)?) over (\d+(?:\.\d+)?)")
 
 
-def _tag(node: Node, ns: str) -> str | None:
+def _tag(node: Node | NodeSpec, ns: str) -> str | None:
     return next((t.split(":", 1)[1] for t in node.tags if t.startswith(ns + ":")), None)
 
 
-def is_reading(node: Node) -> bool:
+def is_reading(node: Node | NodeSpec) -> bool:
     """A sensor-reading observation (not a rule or insight that merely mentions the kind)."""
     return node.type == "observation" and "kind:event" in node.tags and _tag(node, "reading") is not None
 
@@ -54,6 +56,32 @@ def crosses(limit: str, values: list[float]) -> bool:
     return any(v > lim for v, lim in zip(values, limits))
 
 
+def threshold_texts(rules: Sequence[Node], reading: Node | NodeSpec) -> list[tuple[Node, str]]:
+    """The threshold rules this reading crosses, each with what to say (pure)."""
+    kind = _tag(reading, "reading")
+    if kind is None or not is_reading(reading):
+        return []
+    fired = []
+    for rule in rules:
+        limit = _tag(rule, "above")
+        if limit and _tag(rule, "reading") == kind and crosses(limit, _reading_values(reading.content)):
+            what = reading.content.split(", measured")[0]
+            said = rule.content.strip()
+            fired.append((rule, f"{said} The reading: {what}." if said[-1:] in ".!?" else f"{said} ({what})"))
+    return fired
+
+
+@dataclass(frozen=True)
+class PendingAlert:
+    """A rule that fired, before its observation is written (`node`, written with the reading)."""
+
+    user_id: str
+    rule: Node
+    text: str
+    severity: str
+    node: NodeSpec
+
+
 def deadline_of(rule: Node) -> tuple[int, int] | None:
     when = _tag(rule, "schedule")
     m = re.fullmatch(r"before:(\d{1,2}):(\d{2})", when or "")
@@ -68,28 +96,44 @@ class RuleEngine:
         self.devices_of = devices_of
         self._reminded: set[tuple[int, str]] = set()  # (rule id, day) already reminded
 
-    async def _fire(self, user: str, rule: Node, text: str, severity: str) -> Alert:
-        alert = Alert(user, self.devices_of(user), text, rule.id, severity, self.memory.clock())
-        await self.memory.remember(user, f"Alert: {text}", kind="event", source="rules",
-                                   extra_tags=[f"alert:{rule.id}", *[t for t in rule.tags if t.startswith("domain:")]])
-        log.info("rule %d fired for %s: %s", rule.id, user, text)
+    def _pending(self, user: str, rule: Node, text: str, severity: str) -> PendingAlert:
+        spec = node_input(user, f"Alert: {text}", now=self.memory.clock(), kind="event", source="rules",
+                          extra_tags=[f"alert:{rule.id}", *[t for t in rule.tags if t.startswith("domain:")]])
+        return PendingAlert(user, rule, text, severity, spec)
+
+    def announce(self, pending: PendingAlert) -> Alert:
+        """Publish a fired rule whose observation is written."""
+        alert = Alert(pending.user_id, self.devices_of(pending.user_id), pending.text, pending.rule.id,
+                      pending.severity, self.memory.clock())
+        log.info("rule %d fired for %s: %s", pending.rule.id, pending.user_id, pending.text)
         self.publish(alert)
         return alert
 
+    async def _fire(self, user: str, rule: Node, text: str, severity: str) -> Alert:
+        pending = self._pending(user, rule, text, severity)
+        await self.memory.remember_many([pending.node])
+        return self.announce(pending)
+
+    async def pending_alerts(self, readings: Sequence[Node | NodeSpec]) -> list[PendingAlert]:
+        """The threshold rules these readings cross (each user's rules read once), in order, as
+        alerts to write together with the readings and announce after the commit."""
+        rules: dict[str, list[Node]] = {}
+        out = []
+        for reading in readings:
+            if not is_reading(reading):
+                continue
+            if reading.user_id not in rules:
+                rules[reading.user_id] = await self.memory.active_rules(reading.user_id)
+            out += [self._pending(reading.user_id, rule, text, "warning")
+                    for rule, text in threshold_texts(rules[reading.user_id], reading)]
+        return out
+
     async def on_reading(self, node: Node) -> list[Alert]:
-        """Threshold rules of the node's user and reading kind."""
-        kind = _tag(node, "reading")
-        if kind is None or not is_reading(node):
-            return []
-        fired = []
-        for rule in await self.memory.active_rules(node.user_id):
-            limit = _tag(rule, "above")
-            if limit and _tag(rule, "reading") == kind and crosses(limit, _reading_values(node.content)):
-                what = node.content.split(", measured")[0]
-                said = rule.content.strip()
-                text = f"{said} The reading: {what}." if said[-1:] in ".!?" else f"{said} ({what})"
-                fired.append(await self._fire(node.user_id, rule, text, "warning"))
-        return fired
+        """Threshold rules of the node's user and reading kind (a reading already written)."""
+        pending = await self.pending_alerts([node])
+        if pending:
+            await self.memory.remember_many([p.node for p in pending])
+        return [self.announce(p) for p in pending]
 
     async def check_deadlines(self, now: datetime) -> list[Alert]:
         """Deadline rules whose time has passed today without a reading of their kind."""

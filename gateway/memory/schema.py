@@ -48,6 +48,14 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
     """,
+    # 2: feed cursors, e.g. 'readings': the last devices-database reading turned into memories,
+    # committed with those memories (gateway/memory/reading_feed.py). A new memory starts before
+    # the first reading; one that already holds memories (readings came from the bus then) gets
+    # no row here, and its feed starts at the end of the readings table.
+    """
+    CREATE TABLE feed_cursors(name TEXT PRIMARY KEY, position INTEGER NOT NULL);
+    INSERT INTO feed_cursors(name, position) SELECT 'readings', 0 WHERE NOT EXISTS (SELECT 1 FROM nodes);
+    """,
 )
 
 

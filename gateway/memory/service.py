@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -23,14 +22,14 @@ import numpy as np
 from gateway.memory.device_users import user_of
 from gateway.memory.errors import MemoryInputError
 from gateway.memory.importance import heuristic_importance
+from gateway.memory.node_input import NodeSpec, node_input
+from gateway.memory.node_input import check_user as _check_user
 from gateway.memory.retrieval import Scored, Weights, score_arrays
 from gateway.memory.store import MemoryStore, Node, NodeDraft
-from gateway.memory.tags import KINDS, NODE_TYPES, build_tags, normalize_tags, schema
+from gateway.memory.tags import NODE_TYPES, normalize_tags, schema
 from gateway.memory.vector_index import CodeIndex
 
 log = logging.getLogger(__name__)
-_USER = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
-MAX_CONTENT = 4000
 KNN_CANDIDATES = 200  # candidates from the binary codes, rescored exactly (see gateway bench-memory)
 
 
@@ -39,12 +38,6 @@ class Embedder(Protocol):
     dims: int
 
     def embed(self, texts: list[str]) -> np.ndarray: ...
-
-
-def _check_user(user_id: str) -> str:
-    if not isinstance(user_id, str) or not _USER.match(user_id):
-        raise MemoryInputError(f"bad user id {user_id!r}: 1-64 characters of letters, digits and _ . @ -")
-    return user_id
 
 
 def _check_n(n: int, top: int = 200) -> int:
@@ -79,6 +72,7 @@ class MemoryService:
         self.writes = 0
         self.knn_candidates = KNN_CANDIDATES
         self._index = CodeIndex()  # used on the reader thread only
+        self._alt_vectors: dict[str, np.ndarray] = {}  # NodeSpec.embed_text -> vector (few, reused)
 
     @classmethod
     def from_config(cls, cfg: Any, clock: Callable[[], float] = time.time,
@@ -158,28 +152,39 @@ class MemoryService:
                        persistent: bool = False, extra_tags: Iterable[str] = (), node_type: str = "observation",
                        importance: int | None = None, when: datetime | float | None = None,
                        pointer_ids: Iterable[int] = ()) -> Node:
-        _check_user(user_id)
-        content = (content or "").strip()
-        if not content:
-            raise MemoryInputError("content must not be empty")
-        if len(content) > MAX_CONTENT:
-            raise MemoryInputError(f"content is {len(content)} characters; the limit is {MAX_CONTENT}")
-        if node_type not in NODE_TYPES:
-            raise MemoryInputError(f"node type must be one of {', '.join(NODE_TYPES)}, got {node_type!r}")
-        if kind is not None and kind not in KINDS:
-            raise MemoryInputError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
-        if importance is not None and not (isinstance(importance, int) and 0 <= importance <= 10):
-            raise MemoryInputError(f"importance must be an integer 0-10, got {importance!r}")
-        if isinstance(extra_tags, str):
-            raise MemoryInputError("extra_tags must be a list of namespace:value strings, not one string")
-        tags = build_tags(kind, source, persistent, extra_tags)
-        ts = when.timestamp() if isinstance(when, datetime) else (when if when is not None else self.clock())
-        score = importance if importance is not None else heuristic_importance(content, kind)
-        vec = (await self.embed([content]))[0]
-        draft = NodeDraft(user_id, node_type, content, score, float(ts), tuple(tags), vec, tuple(pointer_ids))
-        node = await self._write(lambda s: s.insert(draft, self.clock()))
-        self.writes += 1
-        return node
+        spec = node_input(user_id, content, now=self.clock(), kind=kind, source=source, persistent=persistent,
+                          extra_tags=extra_tags, node_type=node_type, importance=importance, when=when,
+                          pointer_ids=pointer_ids)
+        return (await self.remember_many([spec]))[0]
+
+    async def remember_many(self, specs: list[NodeSpec], cursor: tuple[str, int] | None = None) -> list[Node]:
+        """Embed the nodes in one call (off the loop), then write them, and `cursor` (name, position)
+        when given, in one transaction: all of them or none. A spec's `embed_text`, when set, is
+        embedded once and its vector reused (the same few texts for every sensor reading)."""
+        vectors = await self._vectors(specs)
+        drafts = [NodeDraft(s.user_id, s.type, s.content, s.importance, s.ts, s.tags, v, s.pointer_ids)
+                  for s, v in zip(specs, vectors)]
+        nodes = await self._write(lambda s: s.insert_many(drafts, self.clock(), cursor))
+        self.writes += len(nodes)
+        return nodes
+
+    async def _vectors(self, specs: list[NodeSpec]) -> list[np.ndarray]:
+        alt = self._alt_vectors
+        todo = list(dict.fromkeys(s.text_to_embed for s in specs if not s.embed_text or s.embed_text not in alt))
+        fresh = dict(zip(todo, await self.embed(todo))) if todo else {}
+        for s in specs:
+            if s.embed_text and s.embed_text not in alt:
+                if len(alt) >= 1024:  # bounded: forget the oldest
+                    del alt[next(iter(alt))]
+                alt[s.embed_text] = fresh[s.embed_text]
+        return [alt[s.embed_text] if s.embed_text else fresh[s.content] for s in specs]
+
+    async def cursor(self, name: str) -> int | None:
+        """A feed's position stored with the memories it produced (see gateway/memory/reading_feed.py)."""
+        return await self._write(lambda s: s.cursor(name))
+
+    async def set_cursor(self, name: str, position: int) -> None:
+        await self._write(lambda s: s.set_cursor(name, position))
 
     async def remember_turn(self, user_id: str, utterance: str, reply: str, device_id: str) -> Node:
         """One conversation node per turn: what the user said and what the gateway answered."""

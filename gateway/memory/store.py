@@ -89,21 +89,41 @@ class MemoryStore:
 
     # --- writes -------------------------------------------------------------------------------
     def insert(self, draft: NodeDraft, now: float) -> Node:
-        vec = np.ascontiguousarray(draft.embedding, np.float32)
-        if vec.shape != (DIMS,):
-            raise ValueError(f"embedding must have {DIMS} dims, got {vec.shape}")
-        with self.conn:  # node, tags and vector commit together or not at all
-            cur = self.conn.execute(
-                "INSERT INTO nodes(user_id, type, content, importance, ts, created, last_retrieved, "
-                "pointer_ids, tags, embedding) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (draft.user_id, draft.type, draft.content, draft.importance, draft.ts, now, now,
-                 json.dumps(list(draft.pointer_ids)), json.dumps(list(draft.tags)), vec.tobytes()))
-            node_id = self.conn.last_insert_rowid()
-            cur.executemany("INSERT INTO node_tags(tag, node_id) VALUES (?, ?)", [(t, node_id) for t in draft.tags])
-            cur.execute("INSERT INTO node_vec(rowid, user_id, embedding) VALUES (?, ?, vec_quantize_binary(?))",
-                        (node_id, draft.user_id, vec.tobytes()))
-        return Node(node_id, draft.user_id, draft.type, draft.content, draft.importance, draft.ts, now, now,
-                    draft.pointer_ids, draft.tags)
+        return self.insert_many([draft], now)[0]
+
+    def insert_many(self, drafts: list[NodeDraft], now: float, cursor: tuple[str, int] | None = None) -> list[Node]:
+        """The nodes (each with its tags and vector) and, when given, a feed's cursor (name,
+        position) commit together or not at all."""
+        vecs = [np.ascontiguousarray(d.embedding, np.float32) for d in drafts]
+        if bad := [v.shape for v in vecs if v.shape != (DIMS,)]:
+            raise ValueError(f"embedding must have {DIMS} dims, got {bad[0]}")
+        nodes = []
+        with self.conn:
+            cur = self.conn.cursor()
+            for draft, vec in zip(drafts, vecs):
+                cur.execute(
+                    "INSERT INTO nodes(user_id, type, content, importance, ts, created, last_retrieved, "
+                    "pointer_ids, tags, embedding) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    (draft.user_id, draft.type, draft.content, draft.importance, draft.ts, now, now,
+                     json.dumps(list(draft.pointer_ids)), json.dumps(list(draft.tags)), vec.tobytes()))
+                node_id = self.conn.last_insert_rowid()
+                cur.executemany("INSERT INTO node_tags(tag, node_id) VALUES (?, ?)", [(t, node_id) for t in draft.tags])
+                cur.execute("INSERT INTO node_vec(rowid, user_id, embedding) VALUES (?, ?, vec_quantize_binary(?))",
+                            (node_id, draft.user_id, vec.tobytes()))
+                nodes.append(Node(node_id, draft.user_id, draft.type, draft.content, draft.importance, draft.ts,
+                                  now, now, draft.pointer_ids, draft.tags))
+            if cursor is not None:
+                self.set_cursor(*cursor)
+        return nodes
+
+    def set_cursor(self, name: str, position: int) -> None:
+        with self.conn:
+            self.conn.execute("INSERT INTO feed_cursors(name, position) VALUES (?, ?) "
+                              "ON CONFLICT(name) DO UPDATE SET position = excluded.position", (name, position))
+
+    def cursor(self, name: str) -> int | None:
+        row = self.conn.execute("SELECT position FROM feed_cursors WHERE name = ?", (name,)).fetchone()
+        return None if row is None else int(row[0])
 
     def touch(self, ids: list[int], now: float) -> None:
         if ids:

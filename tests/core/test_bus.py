@@ -43,3 +43,21 @@ async def test_a_closed_subscription_gets_nothing_more():
     sub.close()
     bus.publish(Ping(1))
     assert sub.queue.empty()
+
+
+async def test_a_notification_wakes_once_for_any_number_of_events_and_never_drops_or_warns(caplog):
+    bus = EventBus()
+    wake = bus.notify(Ping)
+    for i in range(1000):
+        bus.publish(Ping(i))
+    bus.publish(Other(0))
+    await asyncio.wait_for(wake.wait(), 1)  # the thousand pings: one wake-up
+    waiting = asyncio.create_task(wake.wait())
+    await asyncio.sleep(0)
+    assert not waiting.done()  # nothing new since
+    bus.publish(Other(1))
+    await asyncio.sleep(0)
+    assert not waiting.done()  # not its type
+    bus.publish(Ping(1))
+    await asyncio.wait_for(waiting, 1)
+    assert wake.dropped == 0 and "slow" not in caplog.text

@@ -63,7 +63,18 @@ async def test_a_resend_of_a_pruned_reading_is_acked_duplicate_and_not_stored_ag
     assert (await service.handle("hum-1", "peer-h", reading(4))).status == ReadingStatus.STORED  # the next seq
     assert (await service.handle("hum-1", "peer-h", reading(4))).status == ReadingStatus.DUPLICATE  # as before
     assert (await service.handle("other", "peer-o", reading(2))).status == ReadingStatus.STORED  # per device
-    assert sorted((r.device_id, r.seq) for r in await db.run(list_readings)) == [("hum-1", 4), ("other", 2)]
+    # seq 3, the newest row, was kept (ids are never handed out again, see the next test)
+    assert sorted((r.device_id, r.seq) for r in await db.run(list_readings)) == [("hum-1", 3), ("hum-1", 4), ("other", 2)]
+
+
+def test_the_newest_reading_is_never_pruned_so_a_reading_id_is_never_given_twice(tmp_path):
+    conn = connect(tmp_path / "g.db")
+    fill(conn, "hum-1", range(1, 6), days_ago=800)
+    assert count_prunable(conn, NOW).total == 4
+    assert prune_readings(conn, NOW).total == 4
+    assert [(r.reading_id, r.seq) for r in list_readings(conn)] == [(5, 5)]
+    assert insert_reading(conn, "hum-1", reading(6), NOW) == (6, True)  # not id 1 again: the memory fed up to 5
+    conn.close()
 
 
 async def test_a_late_reading_below_the_pruned_seq_that_is_still_stored_is_kept_by_a_later_prune(db):

@@ -7,9 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from gateway.bus import EventBus
 from gateway.config import parse_config
-from gateway.memory.readings import consume_readings, describe_reading, remember_reading
+from gateway.memory.readings import describe_reading, remember_reading
 from gateway.brain.memory import MemoryBrain
 from gateway.memory.service import MemoryService
 from gateway.brain.contract import BrainContext
@@ -67,22 +66,6 @@ async def test_this_mornings_blood_pressure_comes_from_the_stored_reading(memory
     assert reply == "Measured at 7:15 AM today: blood pressure 132 over 84 mmHg."
     assert "158 over 95" in await say(b, "What was my blood pressure yesterday?")
     assert "no readings" in await say(b, "What was my blood pressure this morning?", device="box-ben")
-
-
-async def test_a_reading_published_on_the_bus_becomes_an_observation_of_the_devices_user(
-        memory: MemoryService) -> None:
-    bus = EventBus()
-    sub = bus.subscribe(Reading, name="memory")
-    done = asyncio.Event()
-    task = asyncio.create_task(consume_readings(memory, sub, lambda node: done.set()))
-    bus.publish(Reading(7, "bp-anna", "blood_pressure", {"systolic": 141, "diastolic": 91},
-                        {"systolic": "mmHg", "diastolic": "mmHg"}, NOW))
-    await asyncio.wait_for(done.wait(), 5)
-    task.cancel()
-    [node] = await memory.recent("anna", 5, any_of=["reading:*"])
-    assert node.content.startswith("blood pressure 141 over 91 mmHg, measured 2026-11-30")
-    assert {"kind:event", "domain:homecare", "source:bp-anna", "reading:blood_pressure", "date:2026-11-30"} <= set(node.tags)
-    assert node.importance >= 7  # above 140/90 raises the importance
 
 
 def test_readings_are_described_in_speakable_words() -> None:
