@@ -76,6 +76,10 @@ def _cmd_mcp(args: argparse.Namespace, cfg: GatewayConfig) -> int:
 
 
 def _cmd_bench_memory(args: argparse.Namespace, cfg: GatewayConfig) -> int:
+    if args.readings:
+        from gateway.memory.bench_readings import run_bench_readings
+
+        return run_bench_readings(cfg, args.readings, args.json)
     from gateway.memory.bench import run_bench_memory
 
     return run_bench_memory(cfg, tuple(args.sizes), args.writes, args.json)
@@ -103,5 +107,8 @@ def add_memory_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                            description="Fills a temporary database; see gateway/memory/bench.py for the method.")
     bench.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000], help="stream sizes to measure")
     bench.add_argument("--writes", type=int, default=300, help="real writes for the throughput figure")
+    bench.add_argument("--readings", type=int, default=0, metavar="N",
+                       help="instead: sensor readings per second into the memory, N readings of 4 sensors "
+                       "(see gateway/memory/bench_readings.py)")
     bench.add_argument("--json", action="store_true", help="print the figures as JSON")
     bench.set_defaults(func=_cmd_bench_memory)
