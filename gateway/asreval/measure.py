@@ -1,0 +1,118 @@
+"""Run one ASR engine over the evaluation set: WER and speed per condition, whole files and
+through the gateway's VAD and endpointing.
+
+Conditions: clean, then 20 / 10 / 5 dB SNR; at each SNR the noise kind goes round by clip
+(white, pink, babble, white, ...), so every SNR has all three kinds in equal parts.
+
+`whole`: the engine gets the whole clip (0.6 s silence, the question, 1.0 s silence), as a
+recording. `vad`: the clip is streamed in `audio.chunk_ms` chunks through a Listener (the
+session's Silero VAD clone, Endpointer and pre-roll from the `vad` section), exactly as a voice
+session hears a device; every utterance it ends is transcribed, and the clip's transcript is
+their words in order. A clip "survives" when the VAD hands at least one utterance to the ASR.
+RTF is decode time over the decoded audio's length (the utterances for `vad`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gateway.asreval.noise import KINDS, mix
+from gateway.asreval.render import RATE, Clip
+from gateway.asreval.wer import wer
+from gateway.config import GatewayConfig
+from gateway.engines.base import AsrEngine, VadEngine
+from gateway.engines.runner import EngineRunner
+from gateway.voice.endpointing import Endpointer, Event
+from gateway.voice.listener import Listener
+
+SNRS: tuple[float | None, ...] = (None, 20.0, 10.0, 5.0)  # None = clean
+
+
+@dataclass
+class Score:
+    """One engine x condition x path: what was heard and how fast."""
+
+    refs: list[str] = field(default_factory=list)
+    hyps: list[str] = field(default_factory=list)
+    decode_s: float = 0.0
+    audio_s: float = 0.0
+    decodes: int = 0
+    survived: int = 0  # vad path: clips that reached the ASR
+
+    @property
+    def wer(self) -> float:
+        return wer(self.refs, self.hyps)
+
+    @property
+    def rtf(self) -> float:
+        return self.decode_s / self.audio_s if self.audio_s else float("nan")
+
+    @property
+    def ms_per_decode(self) -> float:
+        return 1000 * self.decode_s / self.decodes if self.decodes else float("nan")
+
+    @property
+    def empty(self) -> int:
+        return sum(1 for h in self.hyps if not h.strip())
+
+
+def condition_audio(clip: Clip, snr: float | None, clips: list[Clip]) -> np.ndarray:
+    if snr is None:
+        return clip.audio
+    return mix(clip, KINDS[clip.index % len(KINDS)], snr, clips)
+
+
+async def _timed(runner: EngineRunner, audio: np.ndarray, score: Score) -> str:
+    started = time.perf_counter()
+    text = await runner.transcribe(audio)  # on the ASR thread, as a session decodes
+    score.decode_s += time.perf_counter() - started
+    score.audio_s += audio.size / RATE
+    score.decodes += 1
+    return text
+
+
+async def through_vad(cfg: GatewayConfig, runner: EngineRunner, vad: VadEngine, audio: np.ndarray) -> list[np.ndarray]:
+    """The utterances a voice session would hand to the ASR for this audio (16 kHz)."""
+    v = cfg.vad
+    listener = Listener(runner, vad.clone(),
+                        Endpointer(v.min_speech_ms, v.trailing_silence_ms, v.speculative_after_ms,
+                                   v.max_utterance_s * 1000), RATE, preroll_ms=v.preroll_ms)
+    step = RATE * cfg.audio.chunk_ms // 1000
+    utterances: list[np.ndarray] = []
+    for start in range(0, audio.size, step):
+        last = start + step >= audio.size
+        for heard in await listener.feed(audio[start : start + step], last=last):
+            if heard.event is Event.ENDPOINT:
+                utterances.append(listener.utterance_audio())
+                listener.end_utterance()
+    pending = listener.utterance_audio()
+    if listener.force_endpoint() and pending.size:  # the stream ended mid-utterance
+        utterances.append(pending)
+    return utterances
+
+
+async def evaluate(cfg: GatewayConfig, asr: AsrEngine, vad: VadEngine, clips: list[Clip],
+                   paths: tuple[str, ...] = ("whole", "vad")) -> dict[tuple[float | None, str], Score]:
+    """(snr, path) -> Score for this engine over every clip."""
+    runner = EngineRunner(vad, asr, None)  # type: ignore[arg-type]  # no TTS here
+    scores: dict[tuple[float | None, str], Score] = {}
+    try:
+        for snr in SNRS:
+            for clip in clips:
+                audio = condition_audio(clip, snr, clips)
+                if "whole" in paths:
+                    s = scores.setdefault((snr, "whole"), Score())
+                    s.refs.append(clip.text)
+                    s.hyps.append(await _timed(runner, audio, s))
+                if "vad" in paths:
+                    s = scores.setdefault((snr, "vad"), Score())
+                    utterances = await through_vad(cfg, runner, vad, audio)
+                    s.survived += bool(utterances)
+                    s.refs.append(clip.text)
+                    s.hyps.append(" ".join([await _timed(runner, u, s) for u in utterances]))
+    finally:
+        runner.close()
+    return scores
