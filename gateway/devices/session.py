@@ -128,6 +128,7 @@ async def serve_device(conn: DeviceConnection, services: SessionServices) -> Non
         await conn.send(Welcome(session_id=session_id, audio_out=plan.wire_out, server=f"edge-voice-gateway/{__version__}"))
         # The session id is the CoAP session token: the log shows only its first characters.
         log.info("%s: hello, session %s..., mic %d Hz, speaker %d Hz", peer.name, session_id[:4], audio_in.sample_rate, audio_out.sample_rate)
+        vad = await services.runner.clone_vad()  # off the event loop: other devices stay served
         conversation = Conversation(
             hello.device_id,
             conn.peer,
@@ -139,6 +140,7 @@ async def serve_device(conn: DeviceConnection, services: SessionServices) -> Non
             audio_out,
             _turn_events(services, hello.device_id, peer),
             on_sentence=services.expression.hook_for(hello.device_id, hello.capabilities) if services.expression else None,
+            vad=vad,
         )
         async with services.registry.register(hello.device_id, conn, conversation, hello.capabilities):
             await _dispatch(peer, conversation, services, hello.device_id)

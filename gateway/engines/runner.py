@@ -25,6 +25,7 @@ class EngineRunner:
         self.tts = tts
         self._vad_pool = ThreadPoolExecutor(1, thread_name_prefix="vad")
         self._asr_pool = ThreadPoolExecutor(1, thread_name_prefix="asr")
+        self._clone_pool = ThreadPoolExecutor(1, thread_name_prefix="vad-clone")  # never delays a VAD decision
         self._tts_pool = ThreadPoolExecutor(1, thread_name_prefix="tts")
 
     async def _run(self, pool: ThreadPoolExecutor, fn: Callable[..., T], *args: object) -> T:
@@ -46,6 +47,11 @@ class EngineRunner:
 
         return await self._run(self._tts_pool, run)
 
+    async def clone_vad(self) -> VadEngine:
+        """A new detector for a device session, made off the event loop (a Silero clone builds an
+        onnxruntime session: tens of ms, seconds for a burst of Hellos) on its own thread."""
+        return await self._run(self._clone_pool, self.vad.clone)
+
     def close(self) -> None:
-        for pool in (self._vad_pool, self._asr_pool, self._tts_pool):
+        for pool in (self._vad_pool, self._clone_pool, self._asr_pool, self._tts_pool):
             pool.shutdown(wait=False, cancel_futures=True)

@@ -32,6 +32,7 @@ from firmware_protocol import AudioFormat
 from gateway.audio.pcm import s16le_to_float
 from gateway.brain.contract import BrainContext, BrainSession, Sentence
 from gateway.config import GatewayConfig
+from gateway.engines.base import VadEngine
 from gateway.engines.runner import EngineRunner
 from gateway.voice.endpointing import Endpointer, Event
 from gateway.voice.events import SentenceStarted, SpeechEnded, SpeechStarted, TurnEvents, TurnMetrics
@@ -65,6 +66,7 @@ class Conversation:
         audio_out: AudioFormat,
         events: TurnEvents,
         on_sentence: SentenceHook | None = None,
+        vad: VadEngine | None = None,  # this session's detector (runner.clone_vad(), made off the loop)
     ) -> None:
         """`send` carries the reply's audio streams; everything else the device is told comes from
         the turn `events` (whose sinks include the wire, gateway/voice/wire.py)."""
@@ -77,7 +79,7 @@ class Conversation:
         v = cfg.vad
         self._listener = Listener(
             runner,
-            runner.vad.clone(),
+            vad if vad is not None else runner.vad.clone(),
             Endpointer(v.min_speech_ms, v.trailing_silence_ms, v.speculative_after_ms, v.max_utterance_s * 1000),
             audio_in.sample_rate,
             v.preroll_ms,

@@ -1,8 +1,6 @@
-"""PiperTts: int16 audio at 22050 Hz, one chunk per sentence, fast enough for real time."""
+"""PiperTts: int16 audio at 22050 Hz, one chunk per sentence (its speed: `gateway bench` tts_rtf)."""
 
 from __future__ import annotations
-
-import time
 
 import numpy as np
 import pytest
@@ -25,18 +23,15 @@ def tts(voice_files: dict) -> PiperTts:
     return PiperTts(voice_files["model"], voice_files["config"], length_scale=1.0, num_threads=1)
 
 
-def test_synthesis_yields_int16_chunks_at_22050_faster_than_half_real_time(tts: PiperTts) -> None:
-    start = time.perf_counter()
+def test_synthesis_yields_int16_chunks_at_22050_one_per_sentence(tts: PiperTts) -> None:
+    # (its speed is a figure of `gateway bench`: tts_rtf)
     chunks = list(tts.synthesize("What time is it? It is half past three in the afternoon."))
-    elapsed = time.perf_counter() - start
     assert tts.sample_rate == 22050
     assert len(chunks) == 2  # one per sentence
     assert all(c.pcm.dtype == np.int16 and c.pcm.ndim == 1 and c.sample_rate == 22050 for c in chunks)
     seconds = sum(len(c.pcm) for c in chunks) / 22050
     assert 2.0 < seconds < 8.0
     assert np.abs(chunks[0].pcm).max() > 10000  # normalised speech, not silence
-    rtf = elapsed / seconds
-    assert rtf < 0.5, f"RTF {rtf:.3f}"
 
 
 def test_the_first_chunk_arrives_before_the_last_sentence_is_synthesized(tts: PiperTts) -> None:

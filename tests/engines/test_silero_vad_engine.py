@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -65,11 +63,13 @@ def test_clones_keep_separate_state(vad: SileroVad, speech16k) -> None:
     assert _run(vad, np.zeros(8000, np.float32)) == [False] * 15
 
 
-def test_a_per_session_clone_is_cheap_enough(vad: SileroVad) -> None:
-    start = time.perf_counter()
-    clones = [vad.clone() for _ in range(5)]
-    per_clone = (time.perf_counter() - start) / len(clones)
-    assert per_clone < 0.5, f"clone took {per_clone:.3f} s"
+def test_a_per_session_clone_is_a_fresh_detector_of_the_same_model(vad: SileroVad) -> None:
+    # (what a clone costs is a figure of `gateway bench`: vad_clone_ms)
+    clones = [vad.clone() for _ in range(3)]
+    assert len({id(c) for c in clones} | {id(vad)}) == 4
+    for c in clones:
+        assert (c.model_path, c.sample_rate, c.window_samples) == (vad.model_path, 16000, 512)
+        assert c.is_speech(np.zeros(512, np.float32)) is False
 
 
 def test_a_missing_model_file_is_a_model_error(tmp_path) -> None:
