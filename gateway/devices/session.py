@@ -124,11 +124,11 @@ async def serve_device(conn: DeviceConnection, services: SessionServices) -> Non
             await peer.reject("unsupported-audio-format", plan.problem)
         audio_in, audio_out = plan.pcm_in, plan.pcm_out
         peer.conn = CodecConnection.wrap(conn, plan)  # the conversation hears and speaks PCM
+        vad = await services.runner.clone_vad()  # off the event loop: other devices stay served
         session_id = uuid.uuid4().hex[:12]
         await conn.send(Welcome(session_id=session_id, audio_out=plan.wire_out, server=f"edge-voice-gateway/{__version__}"))
         # The session id is the CoAP session token: the log shows only its first characters.
         log.info("%s: hello, session %s..., mic %d Hz, speaker %d Hz", peer.name, session_id[:4], audio_in.sample_rate, audio_out.sample_rate)
-        vad = await services.runner.clone_vad()  # off the event loop: other devices stay served
         conversation = Conversation(
             hello.device_id,
             conn.peer,

@@ -28,10 +28,19 @@ class GatedVad(FakeVad):
         return FakeVad()
 
 
-async def _connect(url: str, device: str):
+async def _hello(url: str, device: str):
     conn = await open_device("ws", url, device)
     await conn.send(encode(Hello(device_id=device)))
+    return conn
+
+
+async def _welcomed(conn) -> None:
     assert isinstance(decode(await asyncio.wait_for(conn.recv(), 30)), Welcome)
+
+
+async def _connect(url: str, device: str):
+    conn = await _hello(url, device)
+    await _welcomed(conn)
     return conn
 
 
@@ -55,11 +64,12 @@ async def test_a_devices_ping_is_answered_while_100_hellos_wait_for_their_vad_cl
         box = await _connect(url, "box-steady")
         await _ping(box, 1)
         gate.clear()  # from now on every clone blocks until the gate opens
-        flood = await asyncio.gather(*(_connect(url, f"flood-{i}") for i in range(100)))  # all welcomed
+        flood = await asyncio.gather(*(_hello(url, f"flood-{i}") for i in range(100)))
         await _ping(box, 2)  # answered while the 100 sessions still wait for their detectors
         assert len(made) == 1  # only box-steady's detector exists yet
         gate.set()
-        await asyncio.gather(*(_ping(conn, 3) for conn in flood))  # then every new device is served
+        await asyncio.gather(*(_welcomed(conn) for conn in flood))  # then every new device is welcomed
+        await asyncio.gather(*(_ping(conn, 3) for conn in flood))  # ... and served
         assert len(made) == 101
         for conn in (box, *flood):
             await conn.close()
