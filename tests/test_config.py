@@ -93,8 +93,29 @@ def test_bad_value_in_a_file_names_the_file(tmp_path: Path) -> None:
 
 
 def test_bad_choice_lists_the_allowed_values() -> None:
-    msg = config_error({"asr": {"engine": "whisper"}})
-    assert "asr.engine = 'whisper'" in msg and "'moonshine', 'moonshine-sherpa', 'transducer' or 'paraformer'" in msg
+    msg = config_error({"asr": {"engine": "kaldi"}})
+    assert "asr.engine = 'kaldi'" in msg
+    assert "'moonshine', 'moonshine-sherpa', 'whisper', 'transducer' or 'paraformer'" in msg
+
+
+def test_the_whisper_engine_takes_its_own_model_and_settings() -> None:
+    asr = parse_config({"asr": {"engine": "whisper"}}).asr
+    assert (asr.model, asr.beam_size, asr.language, asr.compute_type, asr.window) == \
+        ("whisper-tiny-en", 1, "en", "int8", "10s")
+    asr = parse_config({"asr": {"engine": "whisper", "model": "my-whisper", "beam_size": 5, "window": "30s"}}).asr
+    assert (asr.model, asr.beam_size, asr.window) == ("my-whisper", 5, "30s")
+    assert parse_config({"asr": {"engine": "moonshine"}}).asr.model == "moonshine-base-en"
+
+
+@pytest.mark.parametrize(("asr", "key"), [
+    ({"engine": "whisper", "beam_size": 0}, "asr.beam_size"),
+    ({"engine": "whisper", "compute_type": "int4"}, "asr.compute_type"),
+    ({"engine": "whisper", "window": "5s"}, "asr.window"),
+    ({"engine": "whisper", "language": "English"}, "asr.language"),
+    ({"engine": "whisper", "encoder": "e.onnx"}, "asr"),
+])
+def test_bad_whisper_settings_are_refused_naming_the_key(asr: dict, key: str) -> None:
+    assert key in config_error({"asr": asr})
 
 
 def test_unknown_key_is_reported() -> None:

@@ -70,7 +70,7 @@ class AsrConfig(_Section):
     beam_size: int = Field(1, ge=1, le=10)  # 1 = greedy
     language: str = Field("en", pattern=r"^[a-z]{2,3}$")  # a Whisper language code; .en models: en
     compute_type: Literal["int8", "int8_float32", "int16", "float32"] = "int8"
-    window: Literal["utterance", "30s"] = "utterance"  # the encoder's input: the utterance, or 30 s
+    window: Literal["10s", "30s"] = "10s"  # the encoder's input: >= 10 s (3x less work), or Whisper's 30 s
     # For engine: transducer / paraformer (streaming sherpa-onnx models you download yourself):
     encoder: Path | None = None
     decoder: Path | None = None
@@ -102,6 +102,14 @@ class TtsConfig(_Section):
     voice: str = "piper-joe-medium"
     length_scale: float = Field(1.0, gt=0.3, le=3.0)
     num_threads: int = Field(2, ge=1, le=16)
+
+
+class EnginesConfig(_Section):
+    """How many calls of each engine run at once (gateway/engines/runner.py)."""
+
+    asr_workers: int = Field(0, ge=0, le=64)  # 0: one per CPU core (os.cpu_count())
+    tts_workers: int = Field(0, ge=0, le=64)
+    max_waiting_turns: int = Field(32, ge=1, le=10000)
 
 
 class AudioConfig(_Section):
@@ -256,6 +264,7 @@ class GatewayConfig(_Section):
     vad: VadConfig = VadConfig()
     asr: AsrConfig = AsrConfig()
     tts: TtsConfig = TtsConfig()
+    engines: EnginesConfig = EnginesConfig()
     audio: AudioConfig = AudioConfig()
     brain: BrainConfig = BrainConfig()
     expression: ExpressionConfig = ExpressionConfig()

@@ -14,10 +14,11 @@ no segment loop, no timestamps, no temperature fallback. Greedy (`asr.beam_size:
 search. `asr.window`:
 - `30s`: the features are padded to Whisper's 30 s window, as faster-whisper does; the encoder
   then costs the same for a 1 s question as for a 30 s one (~1 s on 2 x86 threads for tiny).
-- `utterance`: the encoder runs on the utterance's own frames plus 2 s of silence (the log-mel
-  floor), which CTranslate2 accepts; several times faster for short questions. Whisper was
-  trained on 30 s windows: with only 0.5 s of silence after the speech tiny.en often repeats the
-  sentence; with 2 s it does not on the evaluation set (`gateway bench-asr` measures both).
+- `10s`: the features are padded the same way to 10 s only (an utterance longer than 8 s: to
+  its length + 2 s), which CTranslate2 accepts: ~3x less encoder work for a voice-box question.
+  Whisper was trained on 30 s windows; with only the utterance and 0.5-2 s of padding tiny.en
+  often repeats the sentence, with 10 s it did not on the evaluation set, and its WER there is
+  the 30 s window's (`gateway bench-asr --engines whisper,whisper:window=30s`).
 Like faster-whisper's `no_speech_threshold` / `log_prob_threshold`, a result that the model
 itself rates as no speech (no-speech probability > 0.6 and mean log-probability < -1) is
 returned empty, so noise alone does not make a hallucinated question.
@@ -37,9 +38,10 @@ from gateway.engines.sherpa_asr import SAMPLE_RATE, _as_input, _require_files, _
 from gateway.engines.whisper_mel import log_mel
 from gateway.errors import AsrError, ModelError
 
-Window = Literal["utterance", "30s"]
+Window = Literal["10s", "30s"]
 _FULL_FRAMES = 3000  # Whisper's 30 s window, in 10 ms feature frames
-_TAIL_FRAMES = 200  # utterance window: 2 s of silence after the speech (with less, tiny repeats itself)
+_MIN_FRAMES = 1000  # 10s window: at least 10 s (with only 0.5-2 s after the speech tiny.en repeats itself)
+_TAIL_FRAMES = 200  # 10s window, longer utterances: 2 s of silence after the speech
 _MIN_SAMPLES = 1600  # 0.1 s: less is no question
 _MAX_TOKENS = 448  # Whisper's decoder context
 _TOKENS_PER_SECOND = 8  # a generous bound on BPE tokens per second of speech (loops stop there)
@@ -52,7 +54,7 @@ class WhisperCt2Asr:
     sample_rate = SAMPLE_RATE
 
     def __init__(self, model_dir: Path | str, *, num_threads: int = 2, beam_size: int = 1,
-                 language: str = "en", compute_type: str = "int8", window: Window = "utterance") -> None:
+                 language: str = "en", compute_type: str = "int8", window: Window = "10s") -> None:
         folder = Path(model_dir)
         files = _require_files(model=folder / "model.bin", tokenizer=folder / "tokenizer.json",
                                config=folder / "config.json")
@@ -93,16 +95,14 @@ class WhisperCt2Asr:
 
     def _mel(self, samples: np.ndarray) -> np.ndarray:
         feats = log_mel(samples[: 30 * SAMPLE_RATE], self._n_mels)
-        if self._window == "30s":  # as faster-whisper: pad_or_trim with zeros to 3000 frames
-            out = np.zeros((feats.shape[0], _FULL_FRAMES), np.float32)
-            n = min(_FULL_FRAMES, feats.shape[1])
-            out[:, :n] = feats[:, :n]
-            return out
-        frames = min(_FULL_FRAMES, feats.shape[1] + _TAIL_FRAMES)
-        frames += frames % 2  # the encoder's stride-2 convolution
-        floor = float(feats.min())  # the log-mel of silence in this utterance's normalisation
-        out = np.full((feats.shape[0], frames), floor, np.float32)
-        out[:, : min(frames, feats.shape[1])] = feats[:, :frames]
+        if self._window == "30s":
+            frames = _FULL_FRAMES
+        else:
+            frames = min(_FULL_FRAMES, max(_MIN_FRAMES, feats.shape[1] + _TAIL_FRAMES))
+            frames += frames % 2  # the encoder's stride-2 convolution
+        out = np.zeros((feats.shape[0], frames), np.float32)  # as faster-whisper's pad_or_trim: zeros
+        n = min(frames, feats.shape[1])
+        out[:, :n] = feats[:, :n]
         return out
 
     def _decode(self, samples: np.ndarray) -> str:

