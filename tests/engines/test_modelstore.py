@@ -131,8 +131,8 @@ def test_missing_package_error_names_the_pip_package(tmp_path: Path, make_config
 
 
 def test_unknown_model_name_lists_the_known_ones(tmp_path: Path, make_config) -> None:
-    with pytest.raises(ModelError, match="silero-vad, moonshine-base-en, piper-joe-medium"):
-        ModelStore(make_config(tmp_path)).prepare("whisper-large")
+    with pytest.raises(ModelError, match="silero-vad, moonshine-base-en, whisper-tiny-en, piper-joe-medium"):
+        ModelStore(make_config(tmp_path)).prepare("whisper-large-v3")
 
 
 def _cli(argv: list[str]) -> argparse.Namespace:
