@@ -1,5 +1,6 @@
 """`gateway bench`: the voice loop's latency figures (gateway/cli/bench_voice.py), or with `--llm` the
-same path answered by an LLM (gateway/cli/bench_llm.py)."""
+same path answered by an LLM (gateway/cli/bench_llm.py), with `--xiaozhi` a xiaozhi box next to the
+own protocol (gateway/cli/bench_xiaozhi.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,11 @@ def run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
         if args.no_speculate:  # for comparison: the brain is asked only after the endpoint
             cfg = cfg.model_copy(update={"brain": cfg.brain.model_copy(update={"speculate": False})})
         return run_bench_llm(cfg, args.utterances, args.llm_first_sentence_ms, args.json)
+
+    if args.xiaozhi:
+        from gateway.cli.bench_xiaozhi import run_bench_xiaozhi
+
+        return run_bench_xiaozhi(cfg, args.utterances, tuple(args.boxes), args.json)
 
     if args.rss:
         from gateway.cli.bench_rss import run_bench_rss
@@ -41,4 +47,8 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                        "(memory service on): per engine, idle with every model warm, after --sessions sessions")
     bench.add_argument("--sessions", type=int, default=50, help="with --rss: how many voice-box sessions (default 50)")
     bench.add_argument("--speed", type=float, default=2.0, help="with --rss: audio streamed at this many times real time (default 2)")
+    bench.add_argument("--xiaozhi", action="store_true", help="a xiaozhi box over its WebSocket with Opus, interleaved "
+                       "with the own protocol: end of speech -> first reply frame, Opus CPU, concurrent boxes")
+    bench.add_argument("--boxes", type=int, nargs="+", default=[1, 2, 4], metavar="N",
+                       help="with --xiaozhi: how many boxes speak at once, per round (default 1 2 4)")
     bench.set_defaults(func=run)

@@ -43,7 +43,7 @@ from firmware_protocol import (
     Transcript,
     Welcome,
 )
-from gateway.audio.opus import OpusDecodeError, OpusDecoder, OpusEncoder, OpusUnavailable, RATES
+from gateway.audio.opus import OpusDecodeError, OpusDecoder, OpusEncoder, OpusMeter, OpusUnavailable, RATES
 from gateway.links.base import LinkClosed
 from gateway.devices.device_tools import DeviceToolError
 from gateway.links.xiaozhi import framing
@@ -70,7 +70,8 @@ class XiaozhiSettings:
 
 class XiaozhiConnection:
     def __init__(self, channel: BoxChannel, settings: XiaozhiSettings, emotions: EmotionTable,
-                 clock: Callable[[], float] = time.monotonic, tools: ToolServices | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, tools: ToolServices | None = None,
+                 opus_meter: OpusMeter | None = None) -> None:
         self._channel = channel
         self.mac = channel.mac
         self.client_id = channel.client_id
@@ -99,6 +100,7 @@ class XiaozhiConnection:
         self._tool_services = tools
         self._box_tools: BoxTools | None = None  # when the hello says features.mcp
         self._device_id = ""
+        self._opus_meter = opus_meter  # `gateway bench --xiaozhi`: the CPU its Opus costs
 
     # ---- inbound ----------------------------------------------------------------------------
     async def receive(self) -> Message | ProtocolError:
@@ -164,8 +166,8 @@ class XiaozhiConnection:
         if device_id is None:
             raise ProtocolError("auth-failed", f"Device-Id header {self.mac!r} is not a MAC address: the box cannot be identified")
         try:
-            self._decoder = OpusDecoder(rate)
-            self._encoder = OpusEncoder(self._set.sample_rate, self._set.frame_ms)
+            self._decoder = OpusDecoder(rate, meter=self._opus_meter)
+            self._encoder = OpusEncoder(self._set.sample_rate, self._set.frame_ms, meter=self._opus_meter)
         except OpusUnavailable as exc:
             log.error("%s: %s", self.peer, exc.text)
             raise ProtocolError("unsupported-audio-format", exc.text) from None

@@ -7,6 +7,7 @@ import socket
 
 from websockets.asyncio.server import ServerConnection
 
+from gateway.audio.opus import OpusMeter
 from gateway.config.sections import XiaozhiConfig
 from gateway.devices.device_actions import DeviceActions
 from gateway.links.base import DeviceConnection, LinkServices
@@ -48,6 +49,7 @@ class XiaozhiEndpoint:
         self.ota = OtaService(ws_path, websocket_url, enrolment)
         self.actions = actions or DeviceActions()
         self.tools: ToolServices | None = None  # the boxes' own tools: attached when served
+        self.opus_meter: OpusMeter | None = None  # `gateway bench --xiaozhi`: every box's Opus CPU
 
     @classmethod
     def from_config(cls, x: XiaozhiConfig, emotions: EmotionTable, max_frame_bytes: int,
@@ -80,7 +82,8 @@ class XiaozhiEndpoint:
         return await self.ota.handle(request)
 
     def connection(self, ws: ServerConnection) -> DeviceConnection:
-        return XiaozhiConnection(WebSocketChannel(ws, self.settings.max_frame_bytes), self.settings, self.emotions, tools=self.tools)
+        return XiaozhiConnection(WebSocketChannel(ws, self.settings.max_frame_bytes), self.settings, self.emotions,
+                                 tools=self.tools, opus_meter=self.opus_meter)
 
     def mqtt_udp(self, udp_bind: str, udp_port: int, udp_host: str = "") -> XiaozhiMqttUdp:
         """The boxes' MQTT+UDP transport (an extension of the MQTT link); the OTA answer then offers it."""

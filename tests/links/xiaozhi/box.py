@@ -11,13 +11,15 @@ main/protocols/websocket_protocol.cc, protocol.cc, main/application.cc):
   `{error: {message}}`), recording each call.
 * Incoming audio is decoded only while Speaking (between `tts start` and `tts stop`), as the
   firmware drops it otherwise; its decode queue holds 2.4 s (40 x 60 ms), the rest is dropped.
+
+The protocol pieces (OTA request, headers, hello, framing) are the package's
+gateway/links/xiaozhi/box_side.py, shared with `gateway bench --xiaozhi`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import struct
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +30,11 @@ from websockets.exceptions import ConnectionClosed
 
 from gateway.audio.opus import OpusDecoder, OpusEncoder
 from gateway.audio.pcm import float_to_s16le, s16le_to_float
+from gateway.links.xiaozhi import box_side, framing
+from gateway.links.xiaozhi.box_side import http_post
+
+__all__ = ["BoxClosed", "XiaozhiBox", "default_tools", "http_post"]
+
 
 class BoxClosed(Exception):
     """The gateway closed the WebSocket while the box waited for something."""
@@ -47,22 +54,6 @@ def default_tools() -> list[dict[str, Any]]:
             _tool("self.audio_speaker.set_volume", "Set the speaker volume (0-100).", volume={"type": "integer"}),
             _tool("self.screen.set_brightness", "Set the screen brightness (0-100).", brightness={"type": "integer"}),
             _tool("self.otto.action", "Perform a robot motion (walk, hand_wave, swing...).", action={"type": "string"})]
-
-
-async def http_post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
-    """A minimal HTTP/1.1 client (the box's esp_http_client does no more)."""
-    rest = url.split("://", 1)[1]
-    hostport, _, path = rest.partition("/")
-    host, _, port = hostport.partition(":")
-    reader, writer = await asyncio.open_connection(host, int(port or 80))
-    head = "".join(f"{k}: {v}\r\n" for k, v in {**headers, "Host": hostport, "Content-Length": str(len(body))}.items())
-    writer.write(f"POST /{path} HTTP/1.1\r\n{head}\r\n".encode() + body)
-    await writer.drain()
-    data = await asyncio.wait_for(reader.read(), 10)
-    writer.close()
-    status_line, _, rest_bytes = data.partition(b"\r\n")
-    _, _, payload = rest_bytes.partition(b"\r\n\r\n")
-    return int(status_line.split()[1]), payload
 
 
 @dataclass
@@ -102,15 +93,10 @@ class XiaozhiBox:
 
     # ---- bootstrap ------------------------------------------------------------------------
     def system_info(self) -> dict[str, Any]:
-        return {"version": 2, "language": "en-US", "flash_size": 16777216, "minimum_free_heap_size": "123456",
-                "mac_address": self.mac, "uuid": self.client_id, "chip_model_name": "esp32s3",
-                "application": {"name": "xiaozhi", "version": self.firmware, "compile_time": "2026-01-01T00:00:00Z"},
-                "board": {"type": "bread-compact-wifi", "name": "bread-compact-wifi"}}
+        return box_side.system_info(self.mac, self.client_id, self.firmware)
 
     def ota_headers(self) -> dict[str, str]:
-        return {"Activation-Version": "1", "Device-Id": self.mac, "Client-Id": self.client_id,
-                "User-Agent": f"bread-compact-wifi/{self.firmware}", "Accept-Language": "en-US",
-                "Content-Type": "application/json"}
+        return box_side.ota_headers(self.mac, self.client_id, self.firmware)
 
     async def ota(self, url: str) -> tuple[int, dict[str, Any] | bytes]:
         status, body = await http_post(url, json.dumps(self.system_info()).encode(), self.ota_headers())
@@ -135,15 +121,10 @@ class XiaozhiBox:
 
     # ---- the audio channel ----------------------------------------------------------------
     async def open(self, hello: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> dict[str, Any]:
-        h = {"Protocol-Version": str(self.version), "Device-Id": self.mac, "Client-Id": self.client_id}
-        if self.token:
-            h["Authorization"] = self.token if " " in self.token else f"Bearer {self.token}"
-        h.update(headers or {})
+        h = {**box_side.ws_headers(self.mac, self.client_id, self.version, self.token), **(headers or {})}
         self.ws = await connect(self.ws_url, additional_headers=h, compression=None)
         self._reader = asyncio.create_task(self._read())
-        await self.send_json(hello or {"type": "hello", "version": self.version, "features": {"mcp": True},
-                                       "transport": "websocket",
-                                       "audio_params": {"format": "opus", "sample_rate": 16000, "channels": 1, "frame_duration": 60}})
+        await self.send_json(hello or box_side.hello(self.version))
         return await self.wait_for(lambda m: m.get("type") == "hello", 10)
 
     async def close(self) -> None:
@@ -167,11 +148,7 @@ class XiaozhiBox:
         await self.send_json({"session_id": self.session_id, "type": "abort"})
 
     def frame(self, packet: bytes, timestamp: int = 0) -> bytes:
-        if self.version == 2:
-            return struct.pack(">HHIII", 2, 0, 0, timestamp, len(packet)) + packet
-        if self.version == 3:
-            return struct.pack(">BBH", 0, 0, len(packet)) + packet
-        return packet
+        return framing.encode_audio(packet, self.version, timestamp)
 
     async def say(self, audio16k: np.ndarray, silence_s: float = 0.0, pace: float = 0.0) -> None:
         """Stream microphone audio (float32 at 16 kHz) as 60 ms Opus packets; `pace` s between packets."""
