@@ -4,7 +4,7 @@ The only module that imports the binding (`opuslib_next`, which loads libopus wi
 `OpusDecoder` turns one packet into PCM at the decoder's rate; `OpusEncoder` cuts a PCM stream
 into packets of a fixed frame duration (20/40/60 ms), keeping a partial frame for the next call,
 and `flush` pads the last one with silence. Both are cheap (on a small x86 core, per 60 ms frame:
-decoding 16 kHz ~0.2 ms, encoding 24 kHz at the default complexity ~1 ms; `gateway bench
+decoding 16 kHz ~0.2 ms, encoding 24 kHz at complexity 5 ~0.5 ms; `gateway bench
 --xiaozhi`), so they run inline on the link's task, once per frame. An `OpusMeter` given to
 either adds up the CPU time of the calling thread spent in libopus and the audio seconds coded
 (`gateway bench --xiaozhi`).
@@ -93,11 +93,17 @@ class OpusDecoder:
         self._decoder.reset_state()
 
 
+# libopus's default complexity 10 costs ~2% of a small core per second of 24 kHz speech; 5 halves
+# that, and speech for a voice box's speaker sounds the same (the boxes themselves encode at 0-3).
+COMPLEXITY = 5
+
+
 class OpusEncoder:
     """PCM stream -> Opus packets of `frame_ms` each (partial frames wait for more PCM)."""
 
     def __init__(self, sample_rate: int, frame_ms: int = 60, channels: int = 1,
-                 bitrate: int | None = None, application: str = "voip", meter: OpusMeter | None = None) -> None:
+                 bitrate: int | None = None, application: str = "voip", meter: OpusMeter | None = None,
+                 complexity: int = COMPLEXITY) -> None:
         _check(sample_rate, channels)
         if frame_ms not in FRAME_MS:
             raise ValueError(f"Opus frame duration must be one of {FRAME_MS} ms, not {frame_ms}")
@@ -108,6 +114,7 @@ class OpusEncoder:
         self.frame_samples = sample_rate * frame_ms // 1000
         self._frame_bytes = self.frame_samples * 2 * channels
         self._encoder = opus.Encoder(sample_rate, channels, application)
+        self._encoder.complexity = complexity
         if bitrate is not None:
             self._encoder.bitrate = bitrate
         self._pending = bytearray()
