@@ -33,6 +33,7 @@ class ErrorCode(StrEnum):
     STORAGE_FAILED = "storage-failed"
     RATE_LIMITED = "rate-limited"
     BAD_AUDIO = "bad-audio"
+    ENGINE_BUSY = "engine-busy"
 
 
 class ProtocolError(Exception):

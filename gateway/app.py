@@ -65,7 +65,9 @@ def load_runner(cfg: GatewayConfig, progress: Callable[[str], None]) -> EngineRu
     speech = np.concatenate([int16_to_float(c.pcm) for c in chunks])
     engines.asr.transcribe(resample(speech, chunks[0].sample_rate, engines.asr.sample_rate))
     progress(f"models ready in {time.monotonic() - started:.1f} s")
-    return EngineRunner(engines.vad, engines.asr, engines.tts)
+    e = cfg.engines
+    return EngineRunner(engines.vad, engines.asr, engines.tts, asr_workers=e.asr_workers,
+                        tts_workers=e.tts_workers, max_waiting_turns=e.max_waiting_turns)
 
 
 @dataclass

@@ -37,6 +37,12 @@ class TtsError(GatewayError):
     code = "tts-failed"
 
 
+class EngineBusy(GatewayError):
+    """Every worker of an engine is busy and its waiting line is full: the call is refused."""
+
+    code = "engine-busy"
+
+
 class SessionError(GatewayError):
     """The device broke the session rules (e.g. audio before hello)."""
 

@@ -72,6 +72,7 @@ typedef struct {
 #define FP_CODE_STORAGE_FAILED "storage-failed"
 #define FP_CODE_RATE_LIMITED "rate-limited"
 #define FP_CODE_BAD_AUDIO "bad-audio"
+#define FP_CODE_ENGINE_BUSY "engine-busy"
 
 #define FP_RESERVED_0_FIRST 0x36u
 #define FP_RESERVED_0_LAST 0x3fu

@@ -104,6 +104,14 @@ class TtsConfig(_Section):
     num_threads: int = Field(2, ge=1, le=16)
 
 
+class EnginesConfig(_Section):
+    """How many calls of each engine run at once (gateway/engines/runner.py)."""
+
+    asr_workers: int = Field(0, ge=0, le=64)  # 0: one per CPU core (os.cpu_count())
+    tts_workers: int = Field(0, ge=0, le=64)
+    max_waiting_turns: int = Field(32, ge=1, le=10000)
+
+
 class AudioConfig(_Section):
     chunk_ms: int = Field(60, ge=10, le=500)
     prebuffer_ms: int = Field(300, ge=0, le=5000)
@@ -256,6 +264,7 @@ class GatewayConfig(_Section):
     vad: VadConfig = VadConfig()
     asr: AsrConfig = AsrConfig()
     tts: TtsConfig = TtsConfig()
+    engines: EnginesConfig = EnginesConfig()
     audio: AudioConfig = AudioConfig()
     brain: BrainConfig = BrainConfig()
     expression: ExpressionConfig = ExpressionConfig()

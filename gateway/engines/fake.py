@@ -51,6 +51,7 @@ class FakeAsr:
     """AsrEngine: the text `FakeTts` put into the audio."""
 
     sample_rate = ASR_RATE
+    thread_safe = True
 
     def transcribe(self, audio: np.ndarray) -> str:
         return tone_code.decode(audio, self.sample_rate)
@@ -63,6 +64,8 @@ def _phoneme(ch: str) -> str:
 
 class FakeTts:
     """TtsEngine: one chunk per sentence, in the tone code, with per-character phoneme timings."""
+
+    thread_safe = True
 
     def __init__(self, sample_rate: int = 22050, nibble_ms: float = 20.0) -> None:
         if nibble_ms < 15:

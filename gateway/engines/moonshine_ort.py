@@ -59,6 +59,7 @@ class MoonshineOnnxAsr:
     """AsrEngine for Moonshine (base-en) run by onnxruntime without a memory arena."""
 
     sample_rate = SAMPLE_RATE
+    thread_safe = True  # onnxruntime sessions take concurrent runs; the decoding state is per call
 
     def __init__(self, encoder: Path | str, decoder: Path | str, tokens: Path | str, num_threads: int = 2) -> None:
         files = _require_files(encoder=Path(encoder), decoder=Path(decoder), tokens=Path(tokens))

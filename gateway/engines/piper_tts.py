@@ -57,6 +57,10 @@ def _timings(chunk: object, samples: int) -> tuple[tuple[str, int], ...] | None:
 class PiperTts:
     """TtsEngine: `synthesize(text)` yields int16 mono chunks at the voice's sample rate."""
 
+    # piper serialises its espeak-ng phonemizer (a lock in piper.voice); the vocoder is one
+    # onnxruntime session, which takes concurrent runs: one voice serves every TTS worker.
+    thread_safe = True
+
     def __init__(self, onnx: Path | str, json_config: Path | str, length_scale: float = 1.0,
                  num_threads: int = 1) -> None:
         onnx, json_config = Path(onnx), Path(json_config)

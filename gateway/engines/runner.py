@@ -1,32 +1,61 @@
-"""Run blocking engines off the event loop, each on its own executor thread.
+"""Run blocking engines off the event loop: the one thread boundary for the models.
 
-VAD, ASR and TTS each get one dedicated thread, so a long ASR decode never delays the VAD of
-other devices, and no engine is ever entered by two threads at once.
+Each engine has a pool of executor threads sized to the cores (`engines.asr_workers`,
+`engines.tts_workers`; VAD one thread per core), so a long decode of one box never makes another
+box wait while a core is idle. An engine shared by the pool's threads must allow concurrent calls
+(`thread_safe`: onnxruntime sessions run concurrent `run` calls, piper serialises only its espeak
+phonemizer, both share their weights); one that does not runs one call at a time. Who runs next is
+`gateway/engines/admission.py`: earliest deadline first, a bounded waiting line for new turns.
+VAD detectors are per device session (`vad.clone()`), so each is entered by one call at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
+from gateway.engines.admission import Admission
 from gateway.engines.base import AsrEngine, SynthChunk, TtsEngine, VadEngine
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class Shareable(Protocol):
+    """An engine that declares whether several threads may call it at once."""
+
+    thread_safe: bool
+
+
+def pool_size(name: str, engine: object, configured: int) -> int:
+    """Workers for `engine`: `configured` (0: one per core), 1 when it cannot be shared."""
+    wanted = configured or os.cpu_count() or 1
+    if wanted > 1 and not (isinstance(engine, Shareable) and engine.thread_safe):
+        log.info("%s: %s takes one call at a time: 1 worker", name, type(engine).__name__)
+        return 1
+    return wanted
 
 
 class EngineRunner:
-    def __init__(self, vad: VadEngine, asr: AsrEngine, tts: TtsEngine) -> None:
+    def __init__(self, vad: VadEngine, asr: AsrEngine, tts: TtsEngine, *, asr_workers: int = 1,
+                 tts_workers: int = 1, max_waiting_turns: int | None = None) -> None:
         self.vad = vad
         self.asr = asr
         self.tts = tts
-        self._vad_pool = ThreadPoolExecutor(1, thread_name_prefix="vad")
-        self._asr_pool = ThreadPoolExecutor(1, thread_name_prefix="asr")
+        self.asr_admission = Admission("asr", pool_size("asr", asr, asr_workers), max_waiting_turns)
+        self.tts_admission = Admission("tts", pool_size("tts", tts, tts_workers))
+        cores = os.cpu_count() or 1
+        self._vad_pool = ThreadPoolExecutor(cores, thread_name_prefix="vad")
+        self._asr_pool = ThreadPoolExecutor(self.asr_admission.workers, thread_name_prefix="asr")
         self._clone_pool = ThreadPoolExecutor(1, thread_name_prefix="vad-clone")  # never delays a VAD decision
-        self._tts_pool = ThreadPoolExecutor(1, thread_name_prefix="tts")
+        self._tts_pool = ThreadPoolExecutor(self.tts_admission.workers, thread_name_prefix="tts")
 
     async def _run(self, pool: ThreadPoolExecutor, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
@@ -35,17 +64,41 @@ class EngineRunner:
         """Speech decisions for consecutive windows (one executor hop for the whole batch)."""
         return await self._run(self._vad_pool, lambda: [detector.is_speech(w) for w in windows])
 
-    async def transcribe(self, audio: np.ndarray) -> str:
-        return await self._run(self._asr_pool, self.asr.transcribe, audio)
+    async def _admitted(self, admission: Admission, pool: ThreadPoolExecutor, who: str, deadline: float | None,
+                        fn: Callable[..., T], *args: object) -> T:
+        """`fn(*args)` on a worker of `admission`. The worker is given back when the thread is done
+        with it, not when the caller stops waiting: a cancelled call (a speculative decode the
+        speech went on after, a barge-in) returns at once, its thread runs to the end on its slot."""
+        await admission.acquire(who, deadline)
+        loop = asyncio.get_running_loop()
+        try:
+            job = pool.submit(fn, *args)
+        except BaseException:
+            admission.release()
+            raise
 
-    async def synthesize(self, text: str) -> list[SynthChunk]:
-        """All chunks of one sentence (piper yields one chunk per sentence anyway)."""
+        def done(_: object) -> None:
+            try:
+                loop.call_soon_threadsafe(admission.release)
+            except RuntimeError:  # the loop is closed: nobody waits any more
+                pass
+
+        job.add_done_callback(done)
+        return await asyncio.wrap_future(job)
+
+    async def transcribe(self, audio: np.ndarray, who: str = "") -> str:
+        """The utterance's text; raises EngineBusy when too many turns already wait for the ASR."""
+        return await self._admitted(self.asr_admission, self._asr_pool, who, None, self.asr.transcribe, audio)
+
+    async def synthesize(self, text: str, who: str = "", deadline: float | None = None) -> list[SynthChunk]:
+        """All chunks of `text` (piper yields one chunk per sentence). `deadline`: the clock time
+        (time.monotonic) its audio is needed, None = now (a reply's first audio)."""
 
         def run() -> list[SynthChunk]:
             it: Iterator[SynthChunk] = self.tts.synthesize(text)
             return list(it)
 
-        return await self._run(self._tts_pool, run)
+        return await self._admitted(self.tts_admission, self._tts_pool, who, deadline, run)
 
     async def clone_vad(self) -> VadEngine:
         """A new detector for a device session, made off the event loop (a Silero clone builds an

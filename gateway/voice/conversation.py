@@ -89,7 +89,7 @@ class Conversation:
             await events.publish(SentenceStarted(device_id, stream_id, sentence))
 
         speaker = Speaker(runner, send, audio_out, cfg.audio.chunk_ms, cfg.audio.prebuffer_ms,
-                          on_sentence=on_sentence, on_start=started)
+                          on_sentence=on_sentence, on_start=started, who=device_id)
         self._replier = Replier(device_id, peer, brain, speaker, events)
         self._spec: _Speculation | None = None
         self._speculate_reply = cfg.brain.speculate and brain.speculates
@@ -170,7 +170,7 @@ class Conversation:
         """The utterance's transcript, decoded on the ASR thread (owned by a speculation or a turn)."""
         async def run() -> tuple[str, float]:
             started = time.monotonic()
-            text = await self._runner.transcribe(audio)
+            text = await self._runner.transcribe(audio, who=self.device_id)
             return text, (time.monotonic() - started) * 1000
 
         return asyncio.create_task(run(), name=f"decode {self.device_id}")

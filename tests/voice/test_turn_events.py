@@ -193,12 +193,12 @@ class HeldAsr:
     async def vad_windows(self, detector, windows):
         return await self._runner.vad_windows(detector, windows)
 
-    async def transcribe(self, audio) -> str:
+    async def transcribe(self, audio, **kw) -> str:
         await self.release.wait()
-        return await self._runner.transcribe(audio)
+        return await self._runner.transcribe(audio, **kw)
 
-    async def synthesize(self, text: str):
-        return await self._runner.synthesize(text)
+    async def synthesize(self, text: str, **kw):
+        return await self._runner.synthesize(text, **kw)
 
 
 async def test_close_cancels_and_awaits_a_speculative_decode(fake_runner, fake_speak) -> None:
