@@ -2,7 +2,9 @@
 modules that import sherpa-onnx, onnxruntime or piper.
 
 All engine methods are *blocking* and may be slow: the core calls them through
-`gateway.engines.runner.EngineRunner`, which runs each engine on its own executor thread.
+`gateway.engines.runner.EngineRunner`, which runs each engine on a pool of executor threads.
+An ASR or TTS engine that several threads may call at once says so with `thread_safe = True`
+(the runner then shares it between its workers); one that does not runs one call at a time.
 """
 
 from __future__ import annotations
@@ -54,6 +56,21 @@ class SynthChunk:
     pcm: np.ndarray  # int16
     sample_rate: int
     phonemes: tuple[tuple[str, int], ...] | None = None
+
+
+@dataclass(frozen=True)
+class SpeechPiece:
+    """Which part of a sentence's synthesized audio a sentence hook is given (the Speaker synthesizes
+    a long first sentence in pieces, gateway/voice/pieces.py; most sentences are one piece)."""
+
+    index: int  # 0: the first piece, whose messages go before the stream's AudioStart
+    offset_ms: float  # where this piece's audio starts in the sentence's stream
+    last: bool  # the sentence's audio is complete with this piece
+    sentence_chunks: tuple[SynthChunk, ...]  # every chunk of the sentence so far, this piece's included
+
+    @classmethod
+    def whole(cls, chunks: list[SynthChunk]) -> SpeechPiece:
+        return cls(0, 0.0, True, tuple(chunks))
 
 
 class TtsEngine(Protocol):

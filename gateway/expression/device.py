@@ -8,13 +8,14 @@ action and it may interrupt the running one). A device that announced none of th
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
 from firmware_protocol import Capability, Message, Mouth, Sentiment, Visemes
 from firmware_protocol import Action as ActionMessage
 from gateway.brain.contract import Sentence
-from gateway.engines.base import SynthChunk
+from gateway.engines.base import SpeechPiece, SynthChunk
 from gateway.expression.mouth import levels_from_audio, levels_from_runs, to_bytes
 from gateway.expression.sentence import Expression, SentenceExpression
 
@@ -63,25 +64,57 @@ class DeviceExpression:
         self._servo = servo  # gateway.expression.servo.ServoPlayer, when the device drives servos
         self._observers = observers
         self.mouth_frame_ms = 0  # 0: the gateway's default (ExpressionSetup sets it)
+        self._mouth_sent = 0  # Mouth frames already sent of the sentence being streamed in pieces
 
     @property
     def wants_anything(self) -> bool:
         wanted = Capability.VISEMES | Capability.MOUTH | Capability.ACTION | Capability.SERVO
         return bool(self._caps & wanted) or bool(self._observers)
 
-    def __call__(self, sentence: Sentence, chunks: list[SynthChunk], stream_id: int) -> list[Message]:
+    def __call__(self, sentence: Sentence, chunks: list[SynthChunk], stream_id: int,
+                 piece: SpeechPiece | None = None) -> list[Message]:
+        """The packets for one piece of a sentence's audio (`piece` None: the whole sentence).
+
+        The first piece gets everything that goes before the stream's AudioStart (action,
+        sentiment, servo, its visemes and mouth); a later piece its visemes shifted to where its
+        audio starts, and the mouth frames beyond those already sent, to be appended. The
+        observers see the whole sentence once, with its last piece."""
+        piece = piece or SpeechPiece.whole(chunks)
         expr = self._expression.analyse(sentence, chunks)
-        for observe in self._observers:
-            observe(expr, stream_id, chunks)
+        whole = expr if piece.index == 0 and piece.last else None
+        if piece.last and self._observers:
+            whole = whole or self._expression.analyse(sentence, list(piece.sentence_chunks))
+            for observe in self._observers:
+                observe(whole, stream_id, list(piece.sentence_chunks))
+        first = piece.index == 0
         out: list[Message] = []
-        if self._caps & Capability.ACTION:
+        if first and self._caps & Capability.ACTION:
             out += action_messages(expr, stream_id)
         if self._caps & Capability.VISEMES:
-            out += viseme_messages(expr, stream_id)
+            out += viseme_messages(shifted(expr, piece.offset_ms) if piece.offset_ms else expr, stream_id)
         if self._caps & Capability.MOUTH:
-            out.append(mouth_message(expr, stream_id, chunks, self.mouth_frame_ms))
+            out.append(self._mouth(sentence, expr, piece, stream_id))
         if self._caps & Capability.SERVO and self._servo is not None:
-            keyframes = self._servo.on_sentence(expr, stream_id)  # type: ignore[attr-defined]
-            if keyframes is not None:
-                out.append(keyframes)
+            if first:
+                keyframes = self._servo.on_sentence(expr, stream_id)  # type: ignore[attr-defined]
+                if keyframes is not None:
+                    out.append(keyframes)
+            else:
+                self._servo.more_audio(expr.audio_ms)  # type: ignore[attr-defined]
         return out
+
+    def _mouth(self, sentence: Sentence, expr: SentenceExpression, piece: SpeechPiece, stream_id: int) -> Message:
+        """The first piece's Mouth, or the frames of the sentence so far beyond those already sent."""
+        chunks = list(piece.sentence_chunks)
+        so_far = expr if piece.index == 0 else self._expression.analyse(sentence, chunks)
+        whole = mouth_message(so_far, stream_id, chunks, self.mouth_frame_ms)
+        assert isinstance(whole, Mouth)
+        sent = 0 if piece.index == 0 else self._mouth_sent
+        self._mouth_sent = len(whole.values)
+        return Mouth(stream_id=stream_id, frame_ms=whole.frame_ms, values=whole.values[sent:])
+
+
+def shifted(expr: SentenceExpression, offset_ms: float) -> SentenceExpression:
+    """`expr` with its viseme runs moved `offset_ms` later (a later piece of its sentence's stream)."""
+    runs = tuple(replace(r, start_ms=r.start_ms + round(offset_ms)) for r in expr.runs)
+    return replace(expr, runs=runs)

@@ -148,6 +148,10 @@ class ServoPlayer:
         affect = servo_map.affects.get(expr.action.affect, Affect())
         return ServoKeyframes(stream_id=stream_id, keyframes=frames, led_rgb=affect.rgb, face=affect.face)
 
+    def more_audio(self, audio_ms: float) -> None:
+        """A later piece of the sentence's audio (a sentence streamed in pieces) extends its timeline."""
+        self._audio_end += audio_ms / 1000
+
     def reset(self) -> None:
         """The reply was aborted: nothing is queued or running any more."""
         self._audio_end = 0.0

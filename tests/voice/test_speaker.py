@@ -11,6 +11,7 @@ import pytest
 from firmware_protocol import AudioChunk, AudioFormat, AudioStart, AudioStop, Message, Ping, ReplyText, StopReason
 from gateway.audio.pcm import resample, s16le_to_float
 from gateway.brain.contract import Sentence
+from gateway.engines.base import SpeechPiece
 from gateway.engines.fake import FakeAsr
 from gateway.voice.speaker import Playback, Speaker
 
@@ -34,8 +35,8 @@ async def test_each_sentence_is_its_own_stream_in_order_and_its_audio_says_it(fa
     sent: list[Message] = []
     hooked: list[tuple[Sentence, int]] = []
 
-    def hook(sentence, chunks, sid) -> list[Message]:
-        assert sum(c.pcm.size for c in chunks) > 0
+    def hook(sentence, chunks, sid, piece) -> list[Message]:
+        assert sum(c.pcm.size for c in chunks) > 0 and piece == SpeechPiece.whole(chunks)
         hooked.append((sentence, sid))
         return [Ping(nonce=sid)]  # stands for the expression packets
 

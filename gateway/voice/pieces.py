@@ -1,0 +1,93 @@
+"""A long sentence synthesized in pieces: where to cut its text, and how its audio joins up again.
+
+The TTS makes a sentence's audio only once the whole sentence is done (piper has no streaming
+within a sentence), so a 40-word first sentence would keep its first audio back for its whole
+synthesis. The Speaker instead synthesizes the first sentence of a reply clause by clause
+(`synthesis_pieces`), sends the first clause's audio as soon as it is ready and the others, in the
+same audio stream, behind it. `join_edges` trims each cut's silence to a natural pause (piper
+ends every piece as if the sentence ended there: ~300 ms of silence after a comma) with a short
+fade, so the pieces play as one stream without a gap or a click; the phoneme timings are trimmed
+with the audio, so the visemes stay on it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gateway.brain.text import SentenceDivider
+from gateway.engines.base import SynthChunk
+
+MIN_WORDS = 3  # a shorter clause joins the next one (one word alone sounds clipped)
+MAX_WORDS = 12  # a longer clause is cut at word boundaries into even parts
+CLAUSE_PAUSE_MS = 120  # silence kept at a cut after a comma, ;, : (both sides together)
+WORD_PAUSE_MS = 30  # ... at a cut between words
+FADE_MS = 5
+_SILENT = 328  # |sample| below ~-40 dBFS counts as silence at the edges
+
+
+def synthesis_pieces(text: str, max_words: int = MAX_WORDS) -> list[str]:
+    """`text` cut into clauses of MIN_WORDS..`max_words` words (one piece when it is short)."""
+    if len(text.split()) <= max_words:
+        return [text]
+    divider = SentenceDivider(clauses=True)
+    clauses = divider.feed(text) + divider.flush()
+    merged: list[str] = []
+    for clause in clauses:
+        if merged and len(merged[-1].split()) < MIN_WORDS:
+            merged[-1] = f"{merged[-1]} {clause}"
+        else:
+            merged.append(clause)
+    if len(merged) > 1 and len(merged[-1].split()) < MIN_WORDS:
+        merged[-2:] = [f"{merged[-2]} {merged[-1]}"]
+    pieces: list[str] = []
+    for clause in merged:
+        words = clause.split()
+        parts = -(-len(words) // max_words)
+        size = -(-len(words) // parts)
+        pieces += [" ".join(words[i: i + size]) for i in range(0, len(words), size)]
+    return pieces
+
+
+def ends_clause(piece: str) -> bool:
+    return piece.rstrip("\"'”’)]").endswith((",", ";", ":", "，", "；", "：", "、"))
+
+
+def join_edges(chunks: list[SynthChunk], *, keep_lead_ms: float | None, keep_tail_ms: float | None) -> list[SynthChunk]:
+    """The piece's chunks with the leading / trailing silence cut to at most `keep_*_ms` (None:
+    untouched, the sentence's own start or end) and faded in / out over FADE_MS at a cut."""
+    if not chunks or (keep_lead_ms is None and keep_tail_ms is None):
+        return chunks
+    rate = chunks[0].sample_rate
+    pcm = np.concatenate([c.pcm for c in chunks])
+    loud = np.flatnonzero(np.abs(pcm.astype(np.int32)) > _SILENT)
+    if loud.size == 0:
+        return chunks
+    start, end = 0, pcm.size
+    if keep_lead_ms is not None:
+        start = max(0, int(loud[0]) - int(rate * keep_lead_ms / 1000))
+    if keep_tail_ms is not None:
+        end = min(pcm.size, int(loud[-1]) + 1 + int(rate * keep_tail_ms / 1000))
+    out = pcm[start:end].astype(np.float32)
+    fade = min(out.size // 2, int(rate * FADE_MS / 1000))
+    if fade:
+        if keep_lead_ms is not None and start > 0:
+            out[:fade] *= np.linspace(0.0, 1.0, fade, dtype=np.float32)
+        if keep_tail_ms is not None and end < pcm.size:
+            out[-fade:] *= np.linspace(1.0, 0.0, fade, dtype=np.float32)
+    phonemes = [p for c in chunks for p in (c.phonemes or ())]
+    timed = all(c.phonemes for c in chunks)
+    trimmed = _trim_counts(phonemes, start, pcm.size - end) if timed else None
+    return [SynthChunk(pcm=np.round(out).astype(np.int16), sample_rate=rate, phonemes=trimmed)]
+
+
+def _trim_counts(phonemes: list[tuple[str, int]], lead: int, tail: int) -> tuple[tuple[str, int], ...]:
+    """Phoneme sample counts with `lead` samples taken off the front and `tail` off the back."""
+    pairs = [list(p) for p in phonemes]
+    for order, cut in ((pairs, lead), (pairs[::-1], tail)):
+        for pair in order:
+            if cut <= 0:
+                break
+            take = min(pair[1], cut)
+            pair[1] -= take
+            cut -= take
+    return tuple((p, n) for p, n in pairs if n > 0)
