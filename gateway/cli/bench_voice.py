@@ -6,6 +6,7 @@ prints medians and p95 of: VAD cost per window, ASR real-time factor, TTS real-t
 end of speech -> first reply audio byte split into endpoint wait / ASR / brain / first TTS chunk.
 Also the resident memory of the idle gateway with every model loaded, and what expression
 (visemes, mouth, action, sentiment, servo) costs per sentence next to the TTS.
+Then a long memory answer next to the time question (gateway/cli/bench_replies.py).
 `gateway bench --llm` (gateway/cli/bench_llm.py) measures the same path with an LLM brain.
 """
 
@@ -29,6 +30,7 @@ from gateway.expression.bench import measure
 from gateway.expression.sentence import Expression
 from gateway.expression.servo import ServoMapFile
 from gateway.links.websocket import WebSocketLink
+from gateway.cli.bench_replies import MEMORY_QUESTION, TIME_QUESTION, long_reply_turns
 from gateway.cli.virtual_box import simulate
 from gateway.voice.events import TurnFinished, TurnMetrics
 
@@ -166,6 +168,7 @@ async def _run(cfg: GatewayConfig, n: int, say) -> dict:
     inputs, tts_rtf = synth_inputs(runner, QUESTIONS, n)
     metrics, first_audio = await run_turns(cfg, runner, inputs, say)
     busy_rss = _rss_mb()
+    long = await long_reply_turns(cfg, runner, lambda q: _synth(runner, q)[:2], max(2, n // 4), say)
     runner.close()
     # Reply TTS RTF, from the engine itself over the replies the gateway gave.
     for m in metrics:
@@ -188,6 +191,9 @@ async def _run(cfg: GatewayConfig, n: int, say) -> dict:
         "first_tts_chunk_ms": stats([m.first_tts_ms for m in metrics]),
         "endpoint_to_first_audio_ms": stats([m.endpoint_to_first_audio_ms for m in metrics]),
         "input_end_to_first_audio_ms_client": stats(first_audio),
+        **{f"{key}_endpoint_to_first_audio_ms": stats([m.endpoint_to_first_audio_ms for m in long[q]])
+           for key, q in (("memory_answer", MEMORY_QUESTION), ("time_question", TIME_QUESTION))},
+        "memory_answer_first_tts_ms": stats([m.first_tts_ms for m in long[MEMORY_QUESTION]]),
         **expression,
     }
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from gateway import __version__
-from gateway.cli import bench, bench_asr, bench_links, devices, doctor, memory, models, run, screens, service, simulate
+from gateway.cli import bench, bench_asr, bench_capacity, bench_links, devices, doctor, memory, models, run, screens, service, simulate
 from gateway.config import load_config
 from gateway.errors import GatewayError
 
@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     devices.add_devices_parsers(sub, common)
     bench_links.add_parser(sub, common)
     bench_asr.add_parser(sub, common)
+    bench_capacity.add_parser(sub, common)
     models_parser = models.add_models_parser(sub)
     memory.add_memory_parsers(sub, common)
     screens.add_parser(sub, common)
@@ -81,7 +82,7 @@ def _reexec_with_huge_pages() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if argv is None and args.command in ("run", "bench", "bench-asr"):
+    if argv is None and args.command in ("run", "bench", "bench-asr", "bench-capacity"):
         _reexec_with_huge_pages()
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

@@ -18,16 +18,18 @@ from gateway.brain.text import SentenceDivider
 from gateway.engines.base import SynthChunk
 
 MIN_WORDS = 3  # a shorter clause joins the next one (one word alone sounds clipped)
-MAX_WORDS = 12  # a longer clause is cut at word boundaries into even parts
+FIRST_WORDS = 8  # a sentence of more words is cut; its first piece has at most this many
+MAX_WORDS = 12  # a longer later clause is cut at word boundaries into even parts
 CLAUSE_PAUSE_MS = 120  # silence kept at a cut after a comma, ;, : (both sides together)
 WORD_PAUSE_MS = 30  # ... at a cut between words
 FADE_MS = 5
 _SILENT = 328  # |sample| below ~-40 dBFS counts as silence at the edges
 
 
-def synthesis_pieces(text: str, max_words: int = MAX_WORDS) -> list[str]:
-    """`text` cut into clauses of MIN_WORDS..`max_words` words (one piece when it is short)."""
-    if len(text.split()) <= max_words:
+def synthesis_pieces(text: str, first_words: int = FIRST_WORDS, max_words: int = MAX_WORDS) -> list[str]:
+    """`text` cut into clauses of MIN_WORDS..`max_words` words, the first of at most `first_words`
+    (its synthesis is what the first audio waits for); one piece when `text` is that short."""
+    if len(text.split()) <= first_words:
         return [text]
     divider = SentenceDivider(clauses=True)
     clauses = divider.feed(text) + divider.flush()
@@ -42,7 +44,7 @@ def synthesis_pieces(text: str, max_words: int = MAX_WORDS) -> list[str]:
     pieces: list[str] = []
     for clause in merged:
         words = clause.split()
-        parts = -(-len(words) // max_words)
+        parts = -(-len(words) // (max_words if pieces else first_words))
         size = -(-len(words) // parts)
         pieces += [" ".join(words[i: i + size]) for i in range(0, len(words), size)]
     return pieces

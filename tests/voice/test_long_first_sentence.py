@@ -49,7 +49,9 @@ def test_a_long_sentence_is_cut_at_its_clauses_and_a_short_one_is_not() -> None:
     assert len(LONG.split()) == 40
     pieces = synthesis_pieces(LONG)
     assert len(pieces) > 2 and " ".join(pieces) == LONG
-    assert all(3 <= len(p.split()) <= 12 for p in pieces) and pieces[0].endswith(",")
+    assert all(3 <= len(p.split()) <= 12 for p in pieces) and len(pieces[0].split()) <= 8
+    assert pieces[2] == "measured at a quarter to eight in the bedroom,"  # cut at its clauses
+    assert synthesis_pieces(" ".join(["word"] * 20)) == [" ".join(["word"] * 7)] * 2 + [" ".join(["word"] * 6)]
     assert synthesis_pieces("It is 3:05 PM.") == ["It is 3:05 PM."]
 
 

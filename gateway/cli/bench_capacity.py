@@ -1,0 +1,292 @@
+"""`gateway bench-capacity`: how many voice boxes in conversation this machine serves at once.
+
+An in-process gateway on a loopback WebSocket (the models `gateway run` loads, the local brain) and
+N virtual boxes in real use: each stays connected and streams its microphone in real time (speech,
+then silence, as an always-listening box does); it asks a question (2-4 s of speech from the local
+TTS), hears the whole reply, pauses a random 3-8 s (seeded) and asks again; the boxes' first
+questions start spread over the first seconds. Per N it prints p50/p95 of end of input -> first
+reply audio (measured by the box: its question's last sample sent -> the first reply audio
+received, the 500 ms endpoint silence included), the gateway's own endpoint -> first audio, the
+transcripts' WER against the question text, the process CPU (gateway and boxes: one process) and
+RSS. Capacity = the largest N whose p95 stays within 1.5x of N=1's. Then, separately, the worst
+case: N boxes whose questions end at the same instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import random
+import resource
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from firmware_protocol import (AudioChunk, AudioFormat, AudioStart, Error, Hello, ReplyText, Transcript,
+                               Welcome, decode, encode)
+from gateway.app import Gateway, load_runner
+from gateway.audio.pcm import float_to_s16le, resample
+from gateway.brain.text import normalize
+from gateway.cli.bench_voice import _rss_mb, _synth, turn_metrics
+from gateway.config import GatewayConfig
+from gateway.engines.runner import EngineRunner
+from gateway.links.device_side import open_device
+from gateway.links.websocket import WebSocketLink
+
+RATE = 16000
+CHUNK_MS = 40
+SEED = 18
+QUESTIONS = [
+    "Can you tell me what time it is right now?",
+    "Hello there, how are you doing this morning?",
+    "What is the date today, if you know it?",
+    "Thank you very much for your help today.",
+    "Could you please tell me the time right now?",
+    "Good morning, what day of the week is it?",
+    "What is your name, and what can you do?",
+    "Tell me the date and the time, please.",
+]
+
+
+@dataclass
+class Turn:
+    question: str
+    latency_ms: float | None = None  # the box's input end -> first reply audio
+    transcript: str = ""
+    error: str = ""
+
+
+@dataclass
+class Box:
+    """One virtual voice box in conversation (one connection for all its questions)."""
+
+    url: str
+    box_id: str
+    turns: list[Turn] = field(default_factory=list)
+    _input_end: float | None = None
+    _reply_done: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def run(self, plan: list[tuple[float, str, np.ndarray]], timeout: float = 60.0) -> None:
+        """`plan`: (when, question, 16 kHz audio) in order; `when` is the clock time the first
+        question starts, for the later ones the pause in seconds after the previous reply ended."""
+        ws = await open_device("ws", self.url, self.box_id)
+        async with ws:
+            await ws.send(encode(Hello(device_id=self.box_id, audio_in=AudioFormat(sample_rate=RATE),
+                                       audio_out=AudioFormat(sample_rate=RATE))))
+            if not isinstance(decode(await asyncio.wait_for(ws.recv(), 15)), Welcome):
+                raise RuntimeError(f"{self.box_id}: no welcome")
+            receiver = asyncio.create_task(self._receive(ws))
+            try:
+                await self._talk(ws, plan, timeout)
+            finally:
+                receiver.cancel()
+                await asyncio.gather(receiver, return_exceptions=True)
+
+    async def _talk(self, ws: Any, plan: list[tuple[float, str, np.ndarray]], timeout: float) -> None:
+        step = RATE * CHUNK_MS // 1000
+        silence = float_to_s16le(np.zeros(step, np.float32))
+        await ws.send(encode(AudioStart(stream_id=1, format=AudioFormat(sample_rate=RATE))))
+        seq, clock = 0, time.monotonic()
+
+        async def chunk(data: bytes) -> None:
+            nonlocal seq, clock
+            await ws.send(encode(AudioChunk(stream_id=1, seq=seq, data=data)))
+            seq += 1
+            clock += CHUNK_MS / 1000
+            if (delay := clock - time.monotonic()) > 0:
+                await asyncio.sleep(delay)
+
+        for k, (when, question, audio) in enumerate(plan):
+            start = when if k == 0 else time.monotonic() + when
+            while clock < start:  # the microphone streams silence until the question starts
+                await chunk(silence)
+            self.turns.append(turn := Turn(question))
+            self._reply_done.clear()
+            for i in range(0, len(audio), step):
+                await chunk(float_to_s16le(audio[i: i + step]))
+            self._input_end = time.monotonic()
+            deadline = self._input_end + timeout
+            while not self._reply_done.is_set():
+                if time.monotonic() > deadline:
+                    turn.error = turn.error or "no reply"
+                    break
+                await chunk(silence)
+            self._input_end = None
+
+    async def _receive(self, ws: Any) -> None:
+        async for frame in ws:
+            msg = decode(frame)
+            turn = self.turns[-1] if self.turns else None
+            if turn is None:
+                continue
+            if isinstance(msg, AudioChunk) and turn.latency_ms is None and self._input_end is not None:
+                turn.latency_ms = (time.monotonic() - self._input_end) * 1000
+            elif isinstance(msg, Transcript):
+                turn.transcript = msg.text
+                if not msg.text:
+                    self._reply_done.set()
+            elif isinstance(msg, ReplyText) and msg.final:
+                self._reply_done.set()
+            elif isinstance(msg, Error):
+                turn.error = msg.code
+                self._reply_done.set()
+
+
+def wer(reference: str, hypothesis: str) -> tuple[int, int]:
+    """(word errors, reference words): Levenshtein distance on normalized words."""
+    ref, hyp = normalize(reference).split(), normalize(hypothesis).split()
+    row = list(range(len(hyp) + 1))
+    for i, r in enumerate(ref, 1):
+        prev, row[0] = row[0], i
+        for j, h in enumerate(hyp, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (r != h))
+    return row[-1], len(ref)
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def _cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _waits(runner: EngineRunner) -> tuple[int, int]:
+    """Calls that waited for a worker so far (asr, tts)."""
+    return runner.asr_admission.waited, runner.tts_admission.waited
+
+
+def _load() -> float:
+    with open("/proc/loadavg", encoding="ascii") as f:
+        return float(f.read().split()[0])
+
+
+async def _round(url: str, tag: str, plans: list[list[tuple[float, str, np.ndarray]]], metrics, runner: EngineRunner) -> dict:
+    before = len(metrics())
+    waits0 = _waits(runner)
+    boxes = [Box(url, f"cap-{tag}-{i}") for i in range(len(plans))]
+    cpu0, wall0, load0 = _cpu_s(), time.monotonic(), _load()
+    results = await asyncio.gather(*(b.run(p) for b, p in zip(boxes, plans)), return_exceptions=True)
+    cpu, wall = _cpu_s() - cpu0, time.monotonic() - wall0
+    turns = [t for b in boxes for t in b.turns]
+    lat = [t.latency_ms for t in turns if t.latency_ms is not None]
+    errors, words = map(sum, zip(*(wer(t.question, t.transcript) for t in turns))) if turns else (0, 0)
+    done = metrics()[before:]
+    gateway_side = [m.endpoint_to_first_audio_ms for m in done if m.endpoint_to_first_audio_ms]
+    asr = [m.asr_after_endpoint_ms for m in done]
+    tts = [m.first_tts_ms for m in done if m.first_tts_ms]
+    failed = [str(r) for r in results if isinstance(r, BaseException)] + [t.error for t in turns if t.error]
+    return {"boxes": len(plans), "turns": len(turns), "answered": len(lat),
+            "p50_ms": round(percentile(lat, 0.5)), "p95_ms": round(percentile(lat, 0.95)),
+            "max_ms": round(max(lat)) if lat else None,
+            "gateway_p50_ms": round(percentile(gateway_side, 0.5)), "gateway_p95_ms": round(percentile(gateway_side, 0.95)),
+            "asr_after_endpoint_p95_ms": round(percentile(asr, 0.95)), "first_tts_p95_ms": round(percentile(tts, 0.95)),
+            "replies": sorted({m.reply[:60] for m in done}),
+            "wer": round(errors / words, 3) if words else None,
+            "waited": [b - a for a, b in zip(waits0, _waits(runner))],  # asr, tts calls that waited for a worker
+            "cpu_pct": round(100 * cpu / wall), "rss_mb": round(_rss_mb()),
+            "load": f"{load0:.1f}-{_load():.1f}", "failures": failed[:5], "failed": len(failed)}
+
+
+def conversation_plans(n: int, questions: list[tuple[str, np.ndarray]], turns_per_box: int, spread_s: float,
+                       rng: random.Random) -> list[list[tuple[float, str, np.ndarray]]]:
+    """Each box's first question starts within `spread_s`; each later one 3-8 s after the reply."""
+    now = time.monotonic() + 1.0
+    plans = []
+    for b in range(n):
+        plan = [(now + rng.uniform(0, spread_s) if k == 0 else rng.uniform(3.0, 8.0), *questions[(b + k) % len(questions)])
+                for k in range(turns_per_box)]
+        plans.append(plan)
+    return plans
+
+
+def simultaneous_plans(n: int, questions: list[tuple[str, np.ndarray]]) -> list[list[tuple[float, str, np.ndarray]]]:
+    """N boxes whose questions end at the same instant."""
+    end = time.monotonic() + 2.0 + max(len(a) for _, a in questions) / RATE
+    return [[(end - len(a) / RATE, q, a)] for q, a in (questions[i % len(questions)] for i in range(n))]
+
+
+async def _run(cfg: GatewayConfig, sizes: list[int], min_turns: int, spread_s: float, say) -> dict:
+    say("loading models")
+    runner = load_runner(cfg, say)
+    questions = []
+    for q in QUESTIONS:
+        audio, rate, _ = _synth(runner, q)
+        audio = resample(audio, rate, RATE)
+        questions.append((q, audio))
+        if not 2.0 <= len(audio) / RATE <= 4.0:
+            say(f"note: {q!r} is {len(audio) / RATE:.1f} s of speech")
+    link = WebSocketLink("127.0.0.1", 0, cfg.server.websocket_path, cfg.server.max_frame_bytes)
+    gateway = Gateway(cfg, runner, [link])
+    metrics = turn_metrics(gateway.bus)
+    ready = asyncio.Event()
+    server = asyncio.create_task(gateway.serve(ready))
+    await ready.wait()
+    url = f"ws://127.0.0.1:{link.port}{cfg.server.websocket_path}"
+    rng = random.Random(SEED)
+    conversation, simultaneous = [], []
+    try:
+        for n in sizes:
+            per_box = max(2, math.ceil(min_turns / n))
+            say(f"N={n}: {n} boxes x {per_box} questions, starts spread over {spread_s:.0f} s")
+            row = await _round(url, f"c{n}", conversation_plans(n, questions, per_box, spread_s, rng), metrics, runner)
+            say(json.dumps(row))
+            conversation.append(row)
+        for n in sizes:
+            say(f"N={n} questions ending at the same instant")
+            row = await _round(url, f"s{n}", simultaneous_plans(n, questions), metrics, runner)
+            say(json.dumps(row))
+            simultaneous.append(row)
+    finally:
+        server.cancel()
+        await asyncio.gather(server, return_exceptions=True)
+        runner.close()
+    base = conversation[0]["p95_ms"] if conversation and conversation[0]["boxes"] == 1 else None
+    capacity = max((r["boxes"] for r in conversation if base and r["failed"] == 0 and r["p95_ms"] <= 1.5 * base),
+                   default=0)
+    return {"conversation": conversation, "simultaneous": simultaneous, "capacity": capacity,
+            "deadline_ms": round(1.5 * base) if base else None}
+
+
+def print_report(report: dict) -> None:
+    head = f"{'N':>3} {'turns':>5} {'p50':>6} {'p95':>6} {'max':>6} {'gw p95':>6} {'WER':>5} {'CPU%':>5} {'RSS MB':>6} {'fail':>4}  load"
+    for title, rows in (("conversation (end of input -> first reply audio, ms)", report["conversation"]),
+                        ("questions ending at the same instant", report["simultaneous"])):
+        print(f"\n{title}\n{head}")
+        for r in rows:
+            print(f"{r['boxes']:>3} {r['turns']:>5} {r['p50_ms']:>6} {r['p95_ms']:>6} {r['max_ms'] or '-':>6} "
+                  f"{r['gateway_p95_ms']:>6} {r['wer'] if r['wer'] is not None else '-':>5} {r['cpu_pct']:>5} "
+                  f"{r['rss_mb']:>6} {r['failed']:>4}  {r['load']}")
+    print(f"\ncapacity: {report['capacity']} boxes (p95 within 1.5x of N=1: <= {report['deadline_ms']} ms)")
+
+
+def run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
+    def say(line: str) -> None:
+        print(f"  {line}", file=sys.stderr, flush=True)
+
+    sizes = args.sizes or ([1, 2, 4, 8, 16, 24, 32] if args.large else [1, 2, 4, 8, 16])
+    report = asyncio.run(_run(cfg, sizes, args.turns, args.spread, say))
+    print(json.dumps(report, indent=2) if args.json else "", end="" if not args.json else "\n")
+    if not args.json:
+        print_report(report)
+    return 0
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("bench-capacity", parents=[common],
+                       help="how many voice boxes in conversation at once: p50/p95 first reply audio, WER, CPU, RSS per N")
+    p.add_argument("--sizes", type=int, nargs="+", metavar="N", help="numbers of boxes (default 1 2 4 8 16)")
+    p.add_argument("--large", action="store_true", help="also 24 and 32 boxes")
+    p.add_argument("--turns", type=int, default=12, help="at least this many questions per N (default 12)")
+    p.add_argument("--spread", type=float, default=4.0, help="first questions start within this many seconds (default 4)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.set_defaults(func=run)
