@@ -37,6 +37,9 @@ def _session(onnx: Path, num_threads: int) -> onnxruntime.InferenceSession:
     # No memory arena: it would keep its high-water mark forever (~20 MB at idle) and buys no
     # measurable speed for one sentence at a time.
     opts.enable_cpu_mem_arena = False
+    # No spin-waiting between operators (see gateway/engines/moonshine_ort.py): ~0.8 -> ~0.5 s CPU
+    # and wall per 3 s sentence on the busy 2-core VM, where the TTS workers share the cores.
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return onnxruntime.InferenceSession(str(onnx), sess_options=opts,
                                         providers=["CPUExecutionProvider"])
 
