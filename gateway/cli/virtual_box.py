@@ -128,6 +128,8 @@ async def simulate(
                 await done.wait()
         except TimeoutError:
             raise SimulateError(f"no complete reply within {timeout:.0f} s") from None
+        except Exception as exc:  # the link went away mid-stream (each transport raises its own kind)
+            raise SimulateError(f"the connection to {url} was lost: {exc}") from None
         finally:
             receiver.cancel()
     emit({"event": "reply_end", "audio_seconds": round(result.audio_seconds, 3), "aborted": result.aborted})

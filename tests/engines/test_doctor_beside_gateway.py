@@ -40,6 +40,8 @@ def _write_config(path: Path, models_dir: Path) -> Path:
         "expression": {k: str(REPO / "config" / f) for k, f in (
             ("action_rules", "action_rules.csv"), ("sentiment", "sentiment.yaml"),
             ("servo_map", "servo_map.yaml"), ("hints", "hints.yaml"))},
+        "xiaozhi": {k: str(REPO / "config" / f) for k, f in (
+            ("emotions", "xiaozhi_emotions.yaml"), ("device_actions", "device_actions.yaml"))},
         "screens": {"host": "127.0.0.1", "port": _free_port()},
         "mqtt": {"port": _free_port()},
         "coap": {"port": _free_port(socket.SOCK_DGRAM)},
