@@ -17,7 +17,15 @@ REPO = Path(__file__).resolve().parents[2]
 MANIFEST = REPO / "models" / "manifest.yaml"
 
 
+EXTRACTED = REPO / "models" / "packages"  # where the set-up puts files of packages this platform lacks
+
+
 def _make_config(models_dir: Path, manifest: Path = MANIFEST, **sections: Any) -> GatewayConfig:
+    # On aarch64 the Moonshine files come from the x86-64 wheel, extracted by ./quickstart into
+    # models/packages (tools/fetch-wheel-models): a temp models dir sees them there too.
+    if EXTRACTED.is_dir() and not (models_dir / "packages").exists():
+        models_dir.mkdir(parents=True, exist_ok=True)
+        (models_dir / "packages").symlink_to(EXTRACTED, target_is_directory=True)
     data = {"models": {"dir": str(models_dir), "manifest": str(manifest)}, **sections}
     return parse_config(data, REPO)
 
