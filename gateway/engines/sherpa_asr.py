@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-import sherpa_onnx
 
 from gateway.errors import AsrError, ModelError
 
@@ -62,6 +61,8 @@ class MoonshineAsr:
 
     def __init__(self, encoder: Path | str, decoder: Path | str, tokens: Path | str,
                  num_threads: int = 2) -> None:
+        import sherpa_onnx  # here, not at the top: the default engines import this module's helpers
+
         files = _require_files(encoder=Path(encoder), decoder=Path(decoder), tokens=Path(tokens))
         try:
             self._rec = sherpa_onnx.OfflineRecognizer.from_moonshine_v2(
@@ -110,6 +111,8 @@ class OnlineAsr:
             f = _require_files(encoder=encoder, decoder=decoder, tokens=tokens)
         else:
             raise ModelError(f"ASR model: unknown online engine {kind!r} (transducer or paraformer)")
+        import sherpa_onnx
+
         try:
             if kind == "transducer":
                 self._rec = sherpa_onnx.OnlineRecognizer.from_transducer(

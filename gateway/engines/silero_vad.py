@@ -1,22 +1,26 @@
-"""Silero VAD (v5 ONNX) through `sherpa_onnx.VadModel`: one detector per device session.
+"""Silero VAD (v5 ONNX) on onnxruntime: ONE inference session shared by every device session,
+each detector holding only its own state (a 2x1x128 LSTM state, 64 samples of context and the
+smoothing counters, under 2 KB).
 
-What `VadModel.is_speech` does (sherpa-onnx 2.0.1, silero-vad-model.cc), verified here:
+Before, every device session owned a `sherpa_onnx.VadModel` (its own onnxruntime session, ~6.5 MB
+RSS each, ~30-40 ms to create) and loading the first one mapped sherpa-onnx's own copy of the
+onnxruntime library (~29 MB) beside the one the Moonshine and piper engines use. The model's
+inputs are (input [1, 576], state [2, 1, 128], sr) and its outputs (probability, new state), so
+one session runs any number of streams: the state goes in and comes back with each window.
+`InferenceSession.run` may be called from several threads at once (the runner's VAD workers).
 
-* It wants `window_size()` = 576 samples: 64 samples of context (the tail of the previous
-  window) + 512 new ones. Any other length makes the C++ side call `exit(-1)`, killing the
-  process, so this wrapper checks the length in Python and keeps the 64-sample context itself.
-* It is stateful: the LSTM state, plus a small smoothing machine. The first window above the
-  threshold always returns False (onset is reported on the second speech window, 32 ms late);
-  while speaking the threshold drops by 0.15 (hysteresis); after speech it keeps returning True
-  for `min_silence_duration`. We set min speech/silence to 20 ms, so onset and offset are each
-  one window late and no more: the endpointing state machine in gateway/voice does the real
-  smoothing (min speech, trailing silence) driven by audio duration.
-* Its sample counter is an int32: it would overflow after ~37 h without a reset, so we reset
-  during silence long before that.
+What a detector returns per 512-sample window is what sherpa-onnx's `VadModel.is_speech`
+returned (silero-vad-model.cc, re-implemented here and checked against it in
+tests/engines/test_silero_vad_engine.py on the same audio):
 
-Cost: each `VadModel` owns an onnxruntime session: ~30-40 ms to create and ~6.5 MB RSS each
-(measured on a 2-core x86-64), so `clone()` per device session is fine for tens of devices,
-not thousands. Per 32 ms window: ~0.08 ms.
+* The model sees 576 samples: the 64-sample tail of the previous window + the 512 new ones.
+* The first window above the threshold returns False (onset is reported on the second speech
+  window, 32 ms late); while speaking the threshold drops by 0.15 (hysteresis); after speech a
+  window below the threshold still returns True for min_silence (20 ms: one window). The
+  endpointing state machine in gateway/voice does the real smoothing (min speech, trailing
+  silence) driven by audio duration.
+
+Per 32 ms window: ~0.1 ms on one x86-64 core.
 """
 
 from __future__ import annotations
@@ -24,74 +28,106 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import sherpa_onnx
+import onnxruntime
 
 from gateway.errors import ModelError
 
 SAMPLE_RATE = 16000
 WINDOW = 512
 CONTEXT = 64
-_MIN_SPEECH_S = 0.02
-_MIN_SILENCE_S = 0.02
-_RESET_AFTER_WINDOWS = 2**31 // WINDOW // 2  # well before the int32 sample counter overflows
+HYSTERESIS = 0.15
+_MIN_SPEECH_SAMPLES = int(SAMPLE_RATE * 0.02)
+_MIN_SILENCE_SAMPLES = int(SAMPLE_RATE * 0.02)
+_STATE_SHAPE = (2, 1, 128)
 
 
-def _vad_config(model_path: Path, threshold: float) -> "sherpa_onnx.VadModelConfig":
-    cfg = sherpa_onnx.VadModelConfig()
-    cfg.silero_vad.model = str(model_path)
-    cfg.silero_vad.threshold = threshold
-    cfg.silero_vad.min_speech_duration = _MIN_SPEECH_S
-    cfg.silero_vad.min_silence_duration = _MIN_SILENCE_S
-    cfg.silero_vad.window_size = WINDOW
-    cfg.sample_rate = SAMPLE_RATE
-    cfg.num_threads = 1
-    return cfg
+def silero_session(model_path: Path) -> onnxruntime.InferenceSession:
+    """The one session every detector runs: one thread per call, no spinning, no arena (its
+    buffers are a few KB; an arena would keep the high-water mark of concurrent calls)."""
+    opts = onnxruntime.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    opts.enable_cpu_mem_arena = False
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    opts.log_severity_level = 3
+    try:
+        session = onnxruntime.InferenceSession(str(model_path), sess_options=opts,
+                                               providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own exception types
+        raise ModelError(f"cannot load the Silero VAD model {model_path}: {exc} "
+                         f"(run `gateway models prepare silero-vad`)") from exc
+    inputs = [i.name for i in session.get_inputs()]
+    outputs = [o.name for o in session.get_outputs()]
+    if inputs != ["input", "state", "sr"] or len(outputs) != 2:
+        raise ModelError(f"{model_path} is not a Silero v5 VAD model (inputs {inputs}, outputs {outputs}); "
+                         f"use silero_vad.onnx")
+    return session
 
 
 class SileroVad:
-    """VadEngine: `is_speech(window)` on 512 float32 samples at 16 kHz."""
+    """VadEngine: `is_speech(window)` on 512 float32 samples at 16 kHz. One detector per device
+    session (`clone()`); detectors share the loaded model and may run on different threads, each
+    detector on one thread at a time."""
 
     sample_rate = SAMPLE_RATE
     window_samples = WINDOW
 
-    def __init__(self, model_path: Path | str, threshold: float = 0.5) -> None:
+    def __init__(self, model_path: Path | str, threshold: float = 0.5,
+                 session: onnxruntime.InferenceSession | None = None) -> None:
         model_path = Path(model_path)
-        if not model_path.is_file():
+        if session is None and not model_path.is_file():
             raise ModelError(f"Silero VAD model not found: {model_path}")
         if not 0.0 < threshold < 1.0:
             raise ModelError(f"VAD threshold must be between 0 and 1, got {threshold}")
         self.model_path = model_path
         self.threshold = threshold
-        self._config = _vad_config(model_path, threshold)
-        if not self._config.validate():
-            raise ModelError(f"sherpa-onnx rejected the VAD config for {model_path}")
-        self._model = sherpa_onnx.VadModel.create(self._config)
-        if self._model.window_size() != WINDOW + CONTEXT:
-            raise ModelError(
-                f"{model_path} is not a Silero v5 model that sherpa-onnx runs with 512-sample "
-                f"windows (window_size()={self._model.window_size()}); use silero_vad.onnx"
-            )
-        self._context = np.zeros(CONTEXT, dtype=np.float32)
-        self._windows = 0
-        self._speaking = False
+        self._session = session if session is not None else silero_session(model_path)
+        self._sr = np.array(SAMPLE_RATE, np.int64)
+        self.reset()
 
     def is_speech(self, window: np.ndarray) -> bool:
         if window.shape != (WINDOW,):
             raise ValueError(f"VAD window must be {WINDOW} samples, got shape {window.shape}")
         samples = np.ascontiguousarray(window, dtype=np.float32)
-        if self._windows >= _RESET_AFTER_WINDOWS and not self._speaking:
-            self.reset()
-        self._speaking = bool(self._model.is_speech(np.concatenate((self._context, samples))))
+        frame = np.concatenate((self._context, samples))[None, :]
+        prob, self._state = self._session.run(None, {"input": frame, "state": self._state, "sr": self._sr})
         self._context = samples[-CONTEXT:].copy()
-        self._windows += 1
-        return self._speaking
+        return self._smoothed(float(prob.reshape(-1)[0]))
+
+    def _smoothed(self, prob: float) -> bool:
+        """sherpa-onnx's SileroVadModel::IsSpeech decision on one window's probability."""
+        th = self.threshold
+        self._sample += WINDOW
+        if prob > th:
+            self._temp_end = 0
+            if self._temp_start == 0:
+                self._temp_start = self._sample  # must last min_speech: reported on the next window
+                return False
+            if not self._triggered:
+                if self._sample - self._temp_start < _MIN_SPEECH_SAMPLES:
+                    return False
+                self._triggered = True
+                return True
+        if prob < th and not self._triggered:
+            self._temp_start = self._temp_end = 0
+            return False
+        if prob > th - HYSTERESIS and self._triggered:
+            return True
+        if prob < th and self._triggered:
+            if self._temp_end == 0:
+                self._temp_end = self._sample
+            if self._sample - self._temp_end < _MIN_SILENCE_SAMPLES:
+                return True
+            self._temp_start = self._temp_end = 0
+            self._triggered = False
+        return False
 
     def reset(self) -> None:
-        self._model.reset()
-        self._context = np.zeros(CONTEXT, dtype=np.float32)
-        self._windows = 0
-        self._speaking = False
+        self._state = np.zeros(_STATE_SHAPE, np.float32)
+        self._context = np.zeros(CONTEXT, np.float32)
+        self._triggered = False
+        self._sample = self._temp_start = self._temp_end = 0
 
     def clone(self) -> "SileroVad":
-        """A fresh detector with its own state (and its own onnxruntime session)."""
-        return SileroVad(self.model_path, self.threshold)
+        """A fresh detector with its own state, running the same loaded model."""
+        return SileroVad(self.model_path, self.threshold, self._session)

@@ -1,6 +1,10 @@
-"""SileroVad: speech windows from the real voice are speech; silence and low noise are not."""
+"""SileroVad: speech windows from the real voice are speech; silence and low noise are not; one
+shared onnxruntime session gives every detector the decisions sherpa-onnx's own VadModel gave,
+and detectors sharing it keep independent state."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -70,6 +74,67 @@ def test_a_per_session_clone_is_a_fresh_detector_of_the_same_model(vad: SileroVa
     for c in clones:
         assert (c.model_path, c.sample_rate, c.window_samples) == (vad.model_path, 16000, 512)
         assert c.is_speech(np.zeros(512, np.float32)) is False
+
+
+def _sherpa_reference(model: Path, audio: np.ndarray) -> list[bool]:
+    """What the gateway's VAD was before: sherpa-onnx's VadModel, fed 64 samples of context + 512."""
+    import sherpa_onnx
+
+    cfg = sherpa_onnx.VadModelConfig()
+    cfg.silero_vad.model = str(model)
+    cfg.silero_vad.threshold = 0.5
+    cfg.silero_vad.min_speech_duration = 0.02
+    cfg.silero_vad.min_silence_duration = 0.02
+    cfg.silero_vad.window_size = 512
+    cfg.sample_rate = 16000
+    cfg.num_threads = 1
+    ref = sherpa_onnx.VadModel.create(cfg)
+    context, flags = np.zeros(64, np.float32), []
+    for i in range(0, len(audio) - 511, 512):
+        window = audio[i : i + 512]
+        flags.append(bool(ref.is_speech(np.concatenate([context, window]))))
+        context = window[-64:].copy()
+    return flags
+
+
+def _conversation(speech16k) -> np.ndarray:
+    gap = np.zeros(8000, np.float32)
+    return np.concatenate([gap, speech16k("What time is it? Please turn on the kitchen light."), gap,
+                           speech16k("Hello there, how are you doing today?"), gap])
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.02, 0.1])
+def test_the_shared_session_decides_every_window_as_sherpa_onnx_did(vad: SileroVad, speech16k, noise: float) -> None:
+    audio = _conversation(speech16k)
+    audio = audio + np.random.default_rng(3).standard_normal(len(audio)).astype(np.float32) * noise
+    expected = _sherpa_reference(vad.model_path, audio)
+    got = _run(vad.clone(), audio)
+    assert sum(expected) > 60  # both sentences are there
+    assert got == expected
+
+
+def test_two_sessions_interleaved_decide_as_each_would_alone(vad: SileroVad, speech16k) -> None:
+    one = _conversation(speech16k)
+    other = np.random.default_rng(5).standard_normal(len(one)).astype(np.float32) * 0.05 + np.roll(one, 7000)
+    alone_one, alone_other = _run(vad.clone(), one), _run(vad.clone(), other)
+    assert alone_one != alone_other
+    a, b = vad.clone(), vad.clone()
+    together = [(a.is_speech(one[i : i + 512]), b.is_speech(other[i : i + 512]))
+                for i in range(0, len(one) - 511, 512)]
+    assert [x for x, _ in together] == alone_one
+    assert [y for _, y in together] == alone_other
+
+
+def test_clones_share_the_loaded_model(vad: SileroVad) -> None:
+    a, b = vad.clone(), vad.clone()
+    assert a._session is b._session is vad._session
+
+
+def test_a_file_that_is_not_a_silero_model_is_a_model_error(tmp_path) -> None:
+    bad = tmp_path / "silero_vad.onnx"
+    bad.write_bytes(b"not an onnx model")
+    with pytest.raises(ModelError, match="gateway models prepare silero-vad"):
+        SileroVad(bad)
 
 
 def test_a_missing_model_file_is_a_model_error(tmp_path) -> None:
