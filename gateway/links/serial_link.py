@@ -6,6 +6,13 @@ until the device comes back. Reads and writes use the port's file descriptor wit
 loop's reader/writer callbacks: no threads, no polling. A partial frame left by a pulled cable
 is dropped with the old connection; line noise costs at most the frame it hits (the framing
 resynchronises at the next 0x00 delimiter).
+
+A port's frames belong to the device whose Hello opened the session on it (its token checked as on
+every link). Before a Hello the session refuses everything but Ping (`hello-required`). A later
+Hello on the same port (the device rebooted, or another device was plugged in) opens a new session
+only when its token is accepted (`LinkServices.check_credentials`): then the current session ends
+and the new one starts with that Hello; a refused one is answered `auth-failed`, logged with the
+port and the reason, and the current session goes on untouched.
 """
 
 from __future__ import annotations
@@ -19,8 +26,8 @@ from dataclasses import dataclass
 
 import serial
 
-from firmware_protocol import Message, ProtocolError, StreamDeframer, encode_stream_frame
-from gateway.links.base import ConnectionHandler, LinkClosed, LinkServices
+from firmware_protocol import Error, Hello, Message, ProtocolError, StreamDeframer, encode_stream_frame
+from gateway.links.base import ConnectionHandler, CredentialCheck, LinkClosed, LinkServices, open_door
 
 log = logging.getLogger(__name__)
 
@@ -35,9 +42,10 @@ class SerialPort:
 
 
 class SerialConnection:
-    """One open port as a DeviceConnection."""
+    """One open port as a DeviceConnection, one device session after the other."""
 
-    def __init__(self, port: serial.SerialBase, name: str, max_frame_bytes: int) -> None:
+    def __init__(self, port: serial.SerialBase, name: str, max_frame_bytes: int,
+                 check_credentials: CredentialCheck = open_door) -> None:
         self.peer = f"serial {name}"
         self._port = port
         self._fd = port.fileno()
@@ -46,6 +54,9 @@ class SerialConnection:
         self._readable = asyncio.Event()
         self._write_lock = asyncio.Lock()
         self._closed: str | None = None
+        self._check_credentials = check_credentials
+        self.device_id: str | None = None  # whose Hello opened the current session
+        self._next_hello: Hello | None = None  # an accepted later Hello: it opens the next session
         self._loop = asyncio.get_running_loop()
         os.set_blocking(self._fd, False)
         self._loop.add_reader(self._fd, self._on_readable)
@@ -80,7 +91,7 @@ class SerialConnection:
         self._loop.remove_reader(self._fd)
         self._readable.set()
 
-    async def receive(self) -> Message | ProtocolError:
+    async def _next(self) -> Message | ProtocolError:
         while not self._inbox:
             if self._closed is not None:
                 raise LinkClosed(self._closed)
@@ -88,12 +99,44 @@ class SerialConnection:
             await self._readable.wait()
         return self._inbox.popleft()
 
+    async def receive(self) -> Message | ProtocolError:
+        while True:
+            if self._next_hello is not None:
+                raise LinkClosed(f"a new Hello as {self._next_hello.device_id} opens the next session")
+            item = await self._next()
+            if not isinstance(item, Hello):
+                return item
+            if self.device_id is None:  # the session's own Hello (its token is checked by the session)
+                self.device_id = item.device_id
+                return item
+            if await self._check_credentials(item.device_id, item.token):
+                log.info("%s (%s): a new Hello as %s: ending this session for a new one",
+                         self.peer, self.device_id, item.device_id)
+                self._next_hello = item
+                continue
+            text = (f"Hello as {item.device_id} refused: wrong or missing token for {item.device_id}; "
+                    f"the session of {self.device_id} on this port goes on")
+            log.warning("%s (%s): auth-failed: %s", self.peer, self.device_id, text)
+            await self.send(Error(code="auth-failed", text=text))
+
+    def next_session(self) -> bool:
+        """After a session ended: True (and that Hello first in line) when an accepted Hello opens
+        the next one on this port."""
+        hello, self._next_hello = self._next_hello, None
+        if hello is None or self._closed is not None:
+            return False
+        self._inbox.appendleft(hello)
+        self.device_id = None
+        return True
+
     async def send(self, message: Message) -> None:
         data = memoryview(encode_stream_frame(message))
         async with self._write_lock:  # frames of concurrent senders must not interleave
             while data:
                 if self._closed is not None:
                     raise LinkClosed(self._closed)
+                if self._next_hello is not None:  # the ending session's last words are dropped
+                    raise LinkClosed("this session is being replaced")
                 try:
                     data = data[os.write(self._fd, data):]
                 except BlockingIOError:
@@ -113,6 +156,11 @@ class SerialConnection:
             self._loop.remove_writer(self._fd)
 
     async def close(self, reason: str = "") -> None:
+        """Ends the session; the port stays open when a new Hello opens the next one on it."""
+        if self._next_hello is None:
+            await self.shutdown(reason)
+
+    async def shutdown(self, reason: str = "") -> None:
         if self._closed is None:
             self._closed = reason or "closed"
         self._loop.remove_reader(self._fd)
@@ -131,14 +179,16 @@ class SerialLink:
     async def serve(self, handler: ConnectionHandler, ready: asyncio.Event | None = None,
                     services: LinkServices | None = None) -> None:
         tried = [asyncio.Event() for _ in self.ports]
+        check = services.check_credentials if services is not None else open_door
         async with asyncio.TaskGroup() as tg:
             for port, first_try in zip(self.ports, tried):
-                tg.create_task(self._supervise(port, handler, first_try), name=f"serial {port.url}")
+                tg.create_task(self._supervise(port, handler, first_try, check), name=f"serial {port.url}")
             await asyncio.gather(*(event.wait() for event in tried))
             if ready is not None:
                 ready.set()  # ports that are not plugged in yet are opened when they appear
 
-    async def _supervise(self, port: SerialPort, handler: ConnectionHandler, first_try: asyncio.Event) -> None:
+    async def _supervise(self, port: SerialPort, handler: ConnectionHandler, first_try: asyncio.Event,
+                         check_credentials: CredentialCheck) -> None:
         delay = REOPEN_FIRST_S
         waiting_logged = False
         while True:
@@ -155,11 +205,13 @@ class SerialLink:
             self.opened[port.url] += 1
             log.info("serial %s: open at %d baud", port.url, port.baud)
             delay, waiting_logged = REOPEN_FIRST_S, False
-            conn = SerialConnection(sp, port.url, self.max_frame_bytes)
+            conn = SerialConnection(sp, port.url, self.max_frame_bytes, check_credentials)
             first_try.set()
             try:
                 await handler(conn)
+                while conn.next_session():  # a new Hello on this port: the next device session
+                    await handler(conn)
             finally:
-                await conn.close()
+                await conn.shutdown()
             if conn.lost:
                 log.warning("serial %s: %s; reopening when it comes back", port.url, conn.closed_reason)

@@ -1,4 +1,5 @@
-"""The serial link against a real pty pair made by socat: framing, noise, unplug and replug."""
+"""The serial link against a real pty pair made by socat: framing, noise, unplug and replug, and a
+port's frames bound to the device whose Hello opened the session on it."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from firmware_protocol import (
 )
 from gateway.app import Gateway
 from gateway.config import parse_config
+from gateway.devices.auth import add_device
 from gateway.links.serial_link import SerialLink, SerialPort
 
 pytestmark = [
@@ -88,11 +90,11 @@ class Device:
             self.inbox.extend(self.deframer.feed(await asyncio.to_thread(self.port.read, 4096)))
         return self.inbox.popleft()
 
-    async def hello(self, device_id: str, timeout: float = 10) -> Welcome:
+    async def hello(self, device_id: str, timeout: float = 10, token: str = "") -> Welcome:
         """Send Hello until a Welcome comes (the gateway may still be reopening its end)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            await self.send(Hello(device_id=device_id))
+            await self.send(Hello(device_id=device_id, token=token))
             try:
                 while not isinstance(reply := await self.recv(0.5), Welcome):
                     pass
@@ -199,3 +201,97 @@ async def test_two_ports_serve_two_devices_at_once(fake_runner, tmp_path):
         await asyncio.gather(task, return_exceptions=True)
         for cable in cables:
             cable.pull()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def closed_serial_gateway(cable: Socat, fake_runner, tmp_path: Path) -> AsyncIterator[tuple[Gateway, SerialLink]]:
+    """Enrolment closed: only registered devices with their token are let in."""
+    cfg = parse_config({"server": {"hello_timeout_s": 5}, "devices": {"database": str(tmp_path / "g.db"),
+                                                                        "open_enrolment": False}}, ROOT)
+    link = SerialLink([SerialPort(str(cable.gateway_end))])
+    gateway = Gateway(cfg, fake_runner, [link])
+    ready = asyncio.Event()
+    task = asyncio.create_task(gateway.serve(ready))
+    await asyncio.wait_for(ready.wait(), 10)
+    yield gateway, link
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def _next_of(dev: Device, kind: type, timeout: float = 5):
+    while not isinstance(msg := await dev.recv(timeout), kind):
+        pass
+    return msg
+
+
+async def test_frames_before_hello_are_refused_with_an_error_and_a_log_line_naming_the_port(serial_gateway, cable, caplog):
+    dev = Device(cable.device_end)
+    try:
+        with caplog.at_level(logging.WARNING):
+            await dev.send(SensorReading(1, "humidity", 0, (("percent", "%", 40.0),)))
+            err = await dev.recv()
+            assert isinstance(err, Error) and err.code == "hello-required"
+            await dev.send(Ping(nonce=7))  # Ping is allowed before Hello
+            assert await dev.recv() == Pong(nonce=7)
+        assert f"serial {cable.gateway_end}: hello-required: send hello first (got sensor_reading)" in caplog.text
+        await dev.hello("uart-late")
+        await dev.send(SensorReading(1, "humidity", 0, (("percent", "%", 40.0),)))
+        ack = await dev.recv()
+        assert isinstance(ack, ReadingAck) and ack.status == ReadingStatus.STORED  # the refused one was not stored
+    finally:
+        dev.close()
+
+
+async def test_a_hello_as_another_device_without_its_token_is_refused_and_the_session_goes_on(
+        closed_serial_gateway, cable, caplog):
+    gateway, link = closed_serial_gateway
+    token_a = await gateway.db.run(add_device, "uart-a", "")
+    await gateway.db.run(add_device, "uart-b", "")
+    dev = Device(cable.device_end)
+    try:
+        await dev.hello("uart-a", token=token_a)
+        await gateway.registry.wait_until(lambda r: "uart-a" in r.connected(), 5)
+        with caplog.at_level(logging.WARNING):
+            for wrong in ("", "guessed", token_a):  # no token, a guess, A's token: none is B's
+                await dev.send(Hello(device_id="uart-b", token=wrong))
+                err = await _next_of(dev, Error)
+                assert err.code == "auth-failed" and "Hello as uart-b refused" in err.text
+        assert (f"serial {cable.gateway_end} (uart-a): auth-failed: Hello as uart-b refused: wrong or missing "
+                "token for uart-b; the session of uart-a on this port goes on") in caplog.text
+        assert "uart-b" not in gateway.registry.connected()
+        # A's session is untouched: its reading is stored as A's.
+        await dev.send(SensorReading(1, "humidity", 0, (("percent", "%", 40.0),)))
+        ack = await _next_of(dev, ReadingAck)
+        assert ack.status == ReadingStatus.STORED
+        assert "uart-a" in gateway.registry.connected()
+        assert link.opened[str(cable.gateway_end)] == 1  # nothing reopened the port
+    finally:
+        dev.close()
+
+
+async def test_a_new_hello_with_that_devices_token_opens_its_session_on_the_same_port(
+        closed_serial_gateway, cable, caplog):
+    gateway, link = closed_serial_gateway
+    token_a = await gateway.db.run(add_device, "uart-a", "")
+    token_b = await gateway.db.run(add_device, "uart-b", "")
+    dev = Device(cable.device_end)
+    try:
+        first = await dev.hello("uart-a", token=token_a)
+        await gateway.registry.wait_until(lambda r: "uart-a" in r.connected(), 5)
+        with caplog.at_level(logging.INFO):
+            await dev.send(Hello(device_id="uart-b", token=token_b))
+            welcome = await _next_of(dev, Welcome)
+            assert welcome.session_id != first.session_id
+            await gateway.registry.wait_until(lambda r: "uart-b" in r.connected() and "uart-a" not in r.connected(), 5)
+        assert f"serial {cable.gateway_end} (uart-a): a new Hello as uart-b" in caplog.text
+        await dev.send(SensorReading(1, "humidity", 0, (("percent", "%", 40.0),)))
+        ack = await _next_of(dev, ReadingAck)
+        assert ack.status == ReadingStatus.STORED
+        rows = await gateway.db.run(lambda c: c.execute("SELECT device_id FROM readings").fetchall())
+        assert [r[0] for r in rows] == ["uart-b"]  # the reading is B's, not A's
+        # The same device saying Hello again (it rebooted) gets a new session too.
+        await dev.send(Hello(device_id="uart-b", token=token_b))
+        assert (await _next_of(dev, Welcome)).session_id != welcome.session_id
+        assert link.opened[str(cable.gateway_end)] == 1  # one port, kept open across the sessions
+    finally:
+        dev.close()
