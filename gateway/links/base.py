@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from gateway.bus import EventBus
     from gateway.devices.activation import Activations
     from gateway.devices.device_tools import DeviceTools
+    from gateway.links.http_front import HttpMount
 
 
 class LinkClosed(Exception):
@@ -79,6 +80,7 @@ class LinkServices:
     enrolment: Enrolment | None = None
     activations: Activations | None = None
     device_tools: DeviceTools | None = None  # where a device's own tools (a xiaozhi box's MCP) are offered
+    console: HttpMount | None = None  # the web console (gateway/console/), served by the screen server
 
 
 class DeviceLink(Protocol):

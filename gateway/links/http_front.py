@@ -17,6 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from http import HTTPStatus
+from typing import Protocol
 
 from websockets.asyncio.server import ServerConnection
 from websockets.datastructures import Headers
@@ -34,6 +35,7 @@ class HttpRequest:
     body: bytes
     local: tuple[str, int]  # the address the request came in on (the gateway's side)
     remote: tuple[str, int]
+    query: str = ""  # the query string, without the "?"
 
 
 @dataclass(frozen=True)
@@ -41,15 +43,26 @@ class HttpReply:
     status: int
     body: bytes
     content_type: str = "text/plain; charset=utf-8"
+    headers: tuple[tuple[str, str], ...] = ()  # more response headers (Set-Cookie, ...)
 
     def encode(self) -> bytes:
         phrase = HTTPStatus(self.status).phrase
+        more = "".join(f"{name}: {value}\r\n" for name, value in self.headers)
         head = (f"HTTP/1.1 {self.status} {phrase}\r\nContent-Type: {self.content_type}\r\n"
-                f"Content-Length: {len(self.body)}\r\nConnection: close\r\n\r\n")
+                f"Content-Length: {len(self.body)}\r\n{more}Connection: close\r\n\r\n")
         return head.encode("ascii") + self.body
 
 
 HttpHandler = Callable[[HttpRequest], Awaitable[HttpReply]]
+
+
+class HttpMount(Protocol):
+    """Pages and an API under one path prefix, any method, seeing the headers (the console, served
+    by the screen server: gateway/links/web.py)."""
+
+    prefix: str  # e.g. "/console": it owns the prefix and everything below "/console/"
+
+    async def http(self, request: HttpRequest) -> HttpReply: ...
 
 
 class HttpFrontConnection(ServerConnection):
@@ -150,7 +163,8 @@ class HttpFrontConnection(ServerConnection):
         assert self._front is not None
         local = self._front.get_extra_info("sockname")[:2]
         remote = self._front.get_extra_info("peername")[:2]
-        request = HttpRequest(method, target.split("?", 1)[0], headers, body, local, remote)
+        path, _, query = target.partition("?")
+        request = HttpRequest(method, path, headers, body, local, remote, query)
         self._task = asyncio.get_running_loop().create_task(self._serve(request))
 
     async def _serve(self, request: HttpRequest) -> None:

@@ -4,13 +4,15 @@ Plain HTTP GETs are answered by `routes(path, query, peer)` (status, content typ
 upgrade on `ws_path` is handed to `on_socket` as a `TextSocket` (JSON text frames), one on
 `device_path` to the device handler as a `WebSocketConnection` (binary wire protocol, like the
 device link), so a page served here reaches the gateway on its own origin (also over TLS, which
-browsers require for the microphone on a LAN address). Everything else is 404. Used by
-`gateway.screens`.
+browsers require for the microphone on a LAN address). A `mount` (the console) answers every
+method under its path prefix with the request's headers and body (other methods than GET through
+gateway/links/http_front.py). Everything else is 404. Used by `gateway.screens`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import ssl
 from collections.abc import Awaitable, Callable
@@ -22,11 +24,16 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 
 from gateway.links.base import ConnectionHandler, LinkClosed
+from gateway.links.http_front import HttpFrontConnection, HttpMount, HttpReply, HttpRequest
 from gateway.links.websocket import WebSocketConnection
 
 log = logging.getLogger(__name__)
 
 Routes = Callable[[str, dict[str, str], str], tuple[int, str, bytes] | None]
+
+
+def _owns(mount: HttpMount | None, path: str) -> bool:
+    return mount is not None and (path == mount.prefix or path.startswith(mount.prefix + "/"))
 
 
 class TextSocket:
@@ -74,10 +81,17 @@ class WebServer:
         self._max = max_frame_bytes
         self._tls = tls
 
-    def _http(self, conn: ServerConnection, request: Request) -> Response | None:
+    async def _http(self, conn: ServerConnection, request: Request, mount: HttpMount | None = None) -> Response | None:
         path, query = _query(request.path)
         if path in (self.ws_path, self.device_path) and request.headers.get("Upgrade", "").lower() == "websocket":
             return None  # go on with the WebSocket handshake
+        if mount is not None and _owns(mount, path):
+            raw_query = request.path.partition("?")[2]
+            reply = await mount.http(HttpRequest("GET", path, request.headers, b"", conn.local_address[:2],
+                                                 conn.remote_address[:2], raw_query))
+            headers = Headers([("Content-Type", reply.content_type), ("Content-Length", str(len(reply.body))),
+                               ("Cache-Control", "no-store"), *reply.headers])
+            return Response(reply.status, HTTPStatus(reply.status).phrase, headers, reply.body)
         answer = self._routes(path, query, "%s:%s" % tuple(conn.remote_address[:2]))
         if answer is None:
             return conn.respond(HTTPStatus.NOT_FOUND, "not found\n")
@@ -86,7 +100,15 @@ class WebServer:
                            ("Cache-Control", "no-store"), ("Access-Control-Allow-Origin", "*")])
         return Response(status, HTTPStatus(status).phrase, headers, body)
 
-    async def serve(self, devices: ConnectionHandler | None, ready: asyncio.Event | None = None) -> None:
+    async def _other_method(self, request: HttpRequest, mount: HttpMount | None) -> HttpReply:
+        if _owns(mount, request.path):
+            assert mount is not None
+            return await mount.http(request)
+        log.warning("http %s:%s: %s %s refused: only GET here", *request.remote[:2], request.method, request.path)
+        return HttpReply(405, b"only GET here\n")
+
+    async def serve(self, devices: ConnectionHandler | None, ready: asyncio.Event | None = None,
+                    mount: HttpMount | None = None) -> None:
         async def on_connect(ws: ServerConnection) -> None:
             path, query = _query(ws.request.path if ws.request else "")
             if path == self.device_path and devices is not None:
@@ -94,8 +116,10 @@ class WebServer:
             elif path == self.ws_path:
                 await self._on_socket(TextSocket(ws, query))
 
-        async with serve(on_connect, self.host, self.port, process_request=self._http,
-                         compression=None, max_size=4 * self._max, ssl=self._tls) as server:
+        other = functools.partial(HttpFrontConnection, http_handler=functools.partial(self._other_method, mount=mount))
+        async with serve(on_connect, self.host, self.port, process_request=functools.partial(self._http, mount=mount),
+                         compression=None, max_size=4 * self._max, ssl=self._tls,
+                         create_connection=other if mount is not None else None) as server:
             self.port = server.sockets[0].getsockname()[1]
             if ready is not None:
                 ready.set()

@@ -95,4 +95,5 @@ class ScreensServer:
         async with asyncio.TaskGroup() as tg:
             if bus is not None:
                 tg.create_task(self.hub.consume(bus), name="screens-hub")
-            tg.create_task(self.web.serve(handler, ready))
+            console = services.console if services is not None else None  # /console (gateway/console/)
+            tg.create_task(self.web.serve(handler, ready, console))
