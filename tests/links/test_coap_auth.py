@@ -137,3 +137,13 @@ async def test_the_simulators_coap_device_carries_its_session_token_on_every_req
     finally:
         await device.close()
     await b_is_still_served(base, gateway, token, tmp_path, seq=5)
+
+
+async def test_fetching_or_observing_the_downlink_of_a_device_without_a_session_is_404_hello_required(
+        session_b, tmp_path):
+    base, gateway, token = session_b
+    for args in (("-m", "get"), ("-s", "2")):
+        out, err = await coap_raw(*args, f"{base}/coap-nobody/down?s={token}")
+        assert out == b"" and err.startswith(
+            "4.04 hello-required: coap-nobody has no session; POST a Hello to /gw/coap-nobody/up first")
+    await b_is_still_served(base, gateway, token, tmp_path, seq=6)
