@@ -15,6 +15,7 @@ from pydantic import Field, field_validator, model_validator
 
 from gateway.config.base import _Section
 from gateway.config.brain import BrainConfig, LlmProviderConfig, McpServerConfig, PrestartToolConfig
+from gateway.config.listen import ListenConfig
 
 class ServerConfig(_Section):
     host: str = "0.0.0.0"
@@ -262,6 +263,7 @@ class GatewayConfig(_Section):
     server: ServerConfig = ServerConfig()
     models: ModelsConfig = ModelsConfig()
     vad: VadConfig = VadConfig()
+    listen: ListenConfig = ListenConfig()
     asr: AsrConfig = AsrConfig()
     tts: TtsConfig = TtsConfig()
     engines: EnginesConfig = EnginesConfig()
