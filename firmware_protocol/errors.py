@@ -34,6 +34,9 @@ class ErrorCode(StrEnum):
     RATE_LIMITED = "rate-limited"
     BAD_AUDIO = "bad-audio"
     ENGINE_BUSY = "engine-busy"
+    TOO_MANY_SESSIONS = "too-many-sessions"
+    IDLE_TIMEOUT = "idle-timeout"
+    AUTH_THROTTLED = "auth-throttled"
 
 
 class ProtocolError(Exception):

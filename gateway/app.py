@@ -47,6 +47,7 @@ from gateway.mcp_server.devices import GatewayDevices
 from gateway.links.coap import CoapLink
 from gateway.links.mqtt import MqttLink
 from gateway.links.serial_link import SerialLink, SerialPort
+from gateway.links.limits import PeerLimits, throttle_accept_errors
 from gateway.links.websocket import WebSocketLink
 from gateway.links.xiaozhi.emotions import EmotionTable
 from gateway.links.xiaozhi.endpoint import XiaozhiEndpoint, lan_address
@@ -125,6 +126,7 @@ class Gateway:
         try:
             async with asyncio.TaskGroup() as tg:
                 if self.memory is not None:
+        throttle_accept_errors(asyncio.get_running_loop())  # EMFILE: one line per interval, no traceback each
                     tg.create_task(self._serve_memory(self.memory), name="memory")
                 if self.mcp_clients is not None:  # in the background: a missing server delays nothing
                     tg.create_task(self.mcp_clients.run(), name="mcp-clients")
@@ -197,7 +199,11 @@ def default_links(cfg: GatewayConfig) -> list[DeviceLink]:
             mqtt_extensions.append(endpoints[-1].mqtt_udp(s.host, cfg.xiaozhi.udp_port, cfg.xiaozhi.udp_host))
         elif cfg.xiaozhi.mqtt_udp:
             log.warning("xiaozhi.mqtt_udp is on but mqtt.enabled is off: boxes keep the WebSocket")
-    ws_link = WebSocketLink(s.host, s.websocket_port, s.websocket_path, s.max_frame_bytes, endpoints)
+    d = cfg.devices
+    limits = PeerLimits(s.max_sessions, s.max_sessions_per_peer, d.login_backoff_s, d.login_backoff_max_s,
+                        d.max_readings_per_minute_per_peer)  # one per gateway: WebSocket and CoAP share it
+    ws_link = WebSocketLink(s.host, s.websocket_port, s.websocket_path, s.max_frame_bytes, endpoints, limits,
+                            idle_s=s.session_idle_s or None, idle_probe_s=s.hello_timeout_s)
     links: list[DeviceLink] = [ws_link]
     if cfg.screens.enabled:
         sc = cfg.screens

@@ -73,6 +73,9 @@ typedef struct {
 #define FP_CODE_RATE_LIMITED "rate-limited"
 #define FP_CODE_BAD_AUDIO "bad-audio"
 #define FP_CODE_ENGINE_BUSY "engine-busy"
+#define FP_CODE_TOO_MANY_SESSIONS "too-many-sessions"
+#define FP_CODE_IDLE_TIMEOUT "idle-timeout"
+#define FP_CODE_AUTH_THROTTLED "auth-throttled"
 
 #define FP_RESERVED_0_FIRST 0x36u
 #define FP_RESERVED_0_LAST 0x3fu

@@ -105,10 +105,12 @@ def _failed_to_listen(cfg: GatewayConfig, errors: BaseExceptionGroup) -> None:
 def run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
     """Exit 0 when stopped (Ctrl+C or SIGTERM), 1 when a port is taken, 2 for a bad config file."""
     from gateway.app import build_gateway, load_runner
+    from gateway.links.limits import raise_fd_limit
 
     cfg = _with_overrides(args, cfg)
     if code := _preflight(cfg):
         return code
+    raise_fd_limit()  # one file descriptor per connection: 1,024 would cap the links far too early
     runner = None
     with sigterm_interrupts():  # from here on SIGTERM stops like Ctrl+C, also while models load
         try:

@@ -23,6 +23,9 @@ class ServerConfig(_Section):
     websocket_path: str = "/ws"
     max_frame_bytes: int = Field(65536, ge=256, le=16 * 1024 * 1024)
     hello_timeout_s: float = Field(10.0, gt=0, le=300)
+    max_sessions: int = Field(64, ge=1, le=100_000)  # WebSocket + CoAP connections at once
+    max_sessions_per_peer: int = Field(8, ge=1, le=100_000)  # ... from one IP address
+    session_idle_s: float = Field(300.0, ge=0, le=86400)  # silent this long: Ping, then closed; 0: never
 
 
 class ModelsConfig(_Section):
@@ -169,6 +172,9 @@ class DevicesConfig(_Section):
     max_readings_per_minute: int = Field(120, ge=0, le=1_000_000)
     readings_retention_days: int = Field(0, ge=0, le=36500)  # 0: keep readings forever
 
+    max_readings_per_minute_per_peer: int = Field(600, ge=0, le=1_000_000)  # all devices of one IP address
+    login_backoff_s: float = Field(1.0, ge=0, le=3600)  # lock-out after a failed login, doubled per failure
+    login_backoff_max_s: float = Field(60.0, ge=0, le=86400)
 
 class SerialPortConfig(_Section):
     port: str = Field(min_length=1)

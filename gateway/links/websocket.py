@@ -3,6 +3,11 @@
 Other device protocols can share the port as *endpoints* (the xiaozhi boxes, gateway/links/xiaozhi/):
 each owns a WebSocket path and plain HTTP paths (GET via websockets' `process_request`, other
 methods via gateway/links/http_front.py); `/ws` (server.websocket_path) stays the gateway's own.
+
+With `limits` (gateway/links/limits.py, what `gateway run` serves) every connection takes a
+session slot of its peer address or is refused `too-many-sessions`, and its logins and readings
+are limited per address. With `idle_s`, a connection whose device sent nothing for that long gets
+a Ping; if nothing comes back within `idle_probe_s` it is closed (`idle-timeout`).
 """
 
 from __future__ import annotations
@@ -18,12 +23,17 @@ from websockets.asyncio.server import Request, Response, ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 
-from firmware_protocol import Message, ProtocolError, decode, encode
+from firmware_protocol import Error, Message, Ping, ProtocolError, decode, encode
 from gateway.links.base import ConnectionHandler, LinkClosed, LinkServices
 from gateway.links.base import DeviceConnection
 from gateway.links.http_front import HttpFrontConnection, HttpReply, HttpRequest
+from gateway.links.limits import GuardedConnection, LogThrottle, PeerLimits
 
 log = logging.getLogger(__name__)
+
+# Received frames a connection buffers before TCP flow control holds its device back: with frames
+# of up to 4x max_frame_bytes, at most 2 MiB per connection at the default limit.
+MAX_QUEUED_FRAMES = 8
 
 
 class WebSocketEndpoint(Protocol):
@@ -45,15 +55,36 @@ class WebSocketEndpoint(Protocol):
 
 
 class WebSocketConnection:
-    def __init__(self, ws: ServerConnection, max_frame_bytes: int) -> None:
+    def __init__(self, ws: ServerConnection, max_frame_bytes: int, idle_s: float | None = None,
+                 idle_probe_s: float = 10.0) -> None:
         host, port = ws.remote_address[:2]
         self.peer = f"ws {host}:{port}"
         self._ws = ws
         self._max = max_frame_bytes
+        self._idle_s, self._probe_s = idle_s, idle_probe_s
+
+    async def _recv(self) -> str | bytes:
+        """The next frame; with idle_s, a Ping after idle_s of silence, LinkClosed if that stays unanswered."""
+        if self._idle_s is None:
+            return await self._ws.recv()
+        try:
+            async with asyncio.timeout(self._idle_s):
+                return await self._ws.recv()  # cancelling recv() loses no data (websockets >= 13)
+        except TimeoutError:
+            pass
+        await self.send(Ping(nonce=0))
+        try:
+            async with asyncio.timeout(self._probe_s):
+                return await self._ws.recv()
+        except TimeoutError:
+            text = f"no message for {self._idle_s:g} s and no answer to a Ping within {self._probe_s:g} s"
+            log.warning("%s: idle-timeout: %s (server.session_idle_s); closing", self.peer, text)
+            await self.send(Error(code="idle-timeout", text=text))
+            raise LinkClosed(f"idle-timeout: {text}") from None
 
     async def receive(self) -> Message | ProtocolError:
         try:
-            data = await self._ws.recv()
+            data = await self._recv()
         except ConnectionClosed as exc:
             raise LinkClosed(str(exc)) from None
         if isinstance(data, str):
@@ -79,12 +110,16 @@ class WebSocketLink:
     name = "websocket"
 
     def __init__(self, host: str, port: int, path: str = "/ws", max_frame_bytes: int = 65536,
-                 endpoints: Sequence[WebSocketEndpoint] = ()) -> None:
+                 endpoints: Sequence[WebSocketEndpoint] = (), limits: PeerLimits | None = None,
+                 idle_s: float | None = None, idle_probe_s: float = 10.0) -> None:
         self.host = host
         self.port = port  # replaced by the bound port once serving (useful with port 0)
         self.path = path
         self.max_frame_bytes = max_frame_bytes
         self.endpoints = tuple(endpoints)
+        self.limits = limits  # None: no session caps, login or per-address reading limits
+        self.idle_s, self.idle_probe_s = idle_s, idle_probe_s  # idle_s None: idle connections stay
+        self._throttle = LogThrottle(log)
 
     def _endpoint(self, path: str) -> WebSocketEndpoint | None:
         return next((e for e in self.endpoints if e.owns_websocket(path)), None)
@@ -109,6 +144,15 @@ class WebSocketLink:
             return conn.respond(HTTPStatus.NOT_FOUND, f"devices connect to {self.path}\n")
         return None
 
+    async def _refuse(self, ws: ServerConnection, peer: str, address: str, why: str, own_protocol: bool) -> None:
+        self._throttle.warning(("sessions", address), "%s: too-many-sessions: refused: %s", peer, why)
+        try:
+            if own_protocol:  # the endpoints' devices (xiaozhi) get just the close code
+                await ws.send(encode(Error(code="too-many-sessions", text=why)))
+            await ws.close(1013, "too-many-sessions")  # 1013: try again later
+        except ConnectionClosed:
+            pass
+
     async def serve(self, handler: ConnectionHandler, ready: asyncio.Event | None = None,
                     services: LinkServices | None = None) -> None:
         for endpoint in self.endpoints:
@@ -116,7 +160,19 @@ class WebSocketLink:
 
         async def on_connect(ws: ServerConnection) -> None:
             endpoint = self._endpoint(ws.request.path.split("?", 1)[0]) if ws.request is not None else None
-            await handler(endpoint.connection(ws) if endpoint else WebSocketConnection(ws, self.max_frame_bytes))
+            conn = endpoint.connection(ws) if endpoint else WebSocketConnection(ws, self.max_frame_bytes,
+                                                                                 self.idle_s, self.idle_probe_s)
+            if self.limits is None:
+                await handler(conn)
+                return
+            address = str(ws.remote_address[0])
+            if (refusal := self.limits.admit(address)) is not None:
+                await self._refuse(ws, conn.peer, address, refusal, own_protocol=endpoint is None)
+                return
+            try:
+                await handler(GuardedConnection(conn, address, self.limits, self._throttle))
+            finally:
+                self.limits.release(address)
 
         # Frames above 4x the protocol limit are refused by websockets itself (close code 1009),
         # so a hostile peer cannot make us buffer unbounded data; smaller oversize frames get a
@@ -126,6 +182,7 @@ class WebSocketLink:
             self.host,
             self.port,
             max_size=4 * self.max_frame_bytes,
+            max_queue=MAX_QUEUED_FRAMES,
             process_request=self._check_path,
             compression=None,
             create_connection=functools.partial(HttpFrontConnection, http_handler=self._http) if self.endpoints else None,
