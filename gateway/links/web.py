@@ -7,12 +7,18 @@ device link), so a page served here reaches the gateway on its own origin (also 
 browsers require for the microphone on a LAN address). A `mount` (the console) answers every
 method under its path prefix with the request's headers and body (other methods than GET through
 gateway/links/http_front.py). Everything else is 404. Used by `gateway.screens`.
+
+With `tls` the port speaks https and http (gateway/links/tls_or_plain.py): a browser on another
+machine asking for one of the `pages` over plain http is redirected (301) to the same URL on
+https, where it may use the microphone; this machine, and the screens' WebSockets and audio
+(Fay clients speak plain ws), are served over either.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import ipaddress
 import logging
 import ssl
 from collections.abc import Awaitable, Callable
@@ -25,6 +31,7 @@ from websockets.exceptions import ConnectionClosed
 
 from gateway.links.base import ConnectionHandler, LinkClosed
 from gateway.links.http_front import HttpFrontConnection, HttpMount, HttpReply, HttpRequest
+from gateway.links.tls_or_plain import TlsOrPlain, is_secure
 from gateway.links.websocket import WebSocketConnection
 
 log = logging.getLogger(__name__)
@@ -44,6 +51,7 @@ class TextSocket:
         self.peer = f"screen {host}:{port}"
         self.query = query
         self.host = ws.request.headers.get("Host", "") if ws.request else ""  # as the screen reached us
+        self.secure = is_secure(ws)  # over TLS: its audio URLs are https too
         self._ws = ws
 
     async def send(self, text: str) -> None:
@@ -71,7 +79,8 @@ def _query(path: str) -> tuple[str, dict[str, str]]:
 class WebServer:
     def __init__(self, host: str, port: int, ws_path: str, routes: Routes,
                  on_socket: Callable[[TextSocket], Awaitable[None]], device_path: str = "/device",
-                 max_frame_bytes: int = 65536, tls: ssl.SSLContext | None = None) -> None:
+                 max_frame_bytes: int = 65536, tls: ssl.SSLContext | None = None,
+                 pages: frozenset[str] = frozenset()) -> None:
         self.host = host
         self.port = port  # the bound port once serving (useful with port 0)
         self.ws_path = ws_path
@@ -80,6 +89,15 @@ class WebServer:
         self._on_socket = on_socket
         self._max = max_frame_bytes
         self._tls = tls
+        self._pages = pages  # with tls: asked by another machine over plain http, redirected to https
+
+    def _to_https(self, conn: ServerConnection, request: Request, path: str) -> Response | None:
+        if self._tls is None or path not in self._pages or is_secure(conn) or _is_loopback(conn.remote_address[0]):
+            return None
+        location = f"https://{request.headers.get('Host', '')}{request.path}"
+        log.info("http %s:%s: %s over plain http: redirected to https", *conn.remote_address[:2], path)
+        return Response(301, "Moved Permanently", Headers([("Location", location), ("Content-Length", "0"),
+                                                           ("Cache-Control", "no-store")]), b"")
 
     async def _http(self, conn: ServerConnection, request: Request, mount: HttpMount | None = None) -> Response | None:
         path, query = _query(request.path)
@@ -92,6 +110,8 @@ class WebServer:
             headers = Headers([("Content-Type", reply.content_type), ("Content-Length", str(len(reply.body))),
                                ("Cache-Control", "no-store"), *reply.headers])
             return Response(reply.status, HTTPStatus(reply.status).phrase, headers, reply.body)
+        if (redirect := self._to_https(conn, request, path)) is not None:
+            return redirect
         answer = self._routes(path, query, "%s:%s" % tuple(conn.remote_address[:2]))
         if answer is None:
             return conn.respond(HTTPStatus.NOT_FOUND, "not found\n")
@@ -117,10 +137,26 @@ class WebServer:
                 await self._on_socket(TextSocket(ws, query))
 
         other = functools.partial(HttpFrontConnection, http_handler=functools.partial(self._other_method, mount=mount))
-        async with serve(on_connect, self.host, self.port, process_request=functools.partial(self._http, mount=mount),
-                         compression=None, max_size=4 * self._max, ssl=self._tls,
-                         create_connection=other if mount is not None else None) as server:
-            self.port = server.sockets[0].getsockname()[1]
-            if ready is not None:
-                ready.set()
-            await asyncio.Future()  # run until cancelled
+        make = other if mount is not None else ServerConnection
+        both = TlsOrPlain(self._tls, make) if self._tls is not None else None  # https and http on the port
+        try:
+            async with serve(on_connect, self.host, self.port, process_request=functools.partial(self._http, mount=mount),
+                             compression=None, max_size=4 * self._max,
+                             create_connection=both or make) as server:
+                self.port = server.sockets[0].getsockname()[1]
+                if ready is not None:
+                    ready.set()
+                await asyncio.Future()  # run until cancelled
+        finally:
+            if both is not None:
+                await both.close()
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped  # ::ffff:127.0.0.1 on a dual-stack socket
+    return address.is_loopback

@@ -73,7 +73,6 @@ class ScreenHub:
         self._audio_query = audio_query
         self._screens: set[_Screen] = set()
         self._fresh: dict[str, bool] = {}  # device -> the next sentence starts a reply
-        self.scheme = "http"  # of the audio URLs (https when the server uses TLS)
         self.sent = 0
 
     @property
@@ -129,7 +128,7 @@ class ScreenHub:
                     getter.cancel()
                     raise LinkClosed("screen closed")
                 message = getter.result()
-                await sock.send(json.dumps(for_screen(message, sock.host, self.scheme), ensure_ascii=False))
+                await sock.send(json.dumps(for_screen(message, sock.host, "https" if sock.secure else "http"), ensure_ascii=False))
                 self.sent += 1
         except LinkClosed:
             log.info("%s: screen disconnected", sock.peer)

@@ -12,7 +12,10 @@ page's voice box (same origin, so it also works over https).
 Watching and audio need the screen key K (gateway/screens/access.py): without it, or with a
 wrong one, the audio is 401 and the screen WebSocket is closed with code 4401 and the reason,
 each logged with the peer. The page and its script are served to anyone (they hold no data).
-It is a device link (it serves /device) on `screens.host`:`screens.port`, http or https.
+It is a device link (it serves /device) on `screens.host`:`screens.port`. With TLS (the default)
+the port speaks https and http: the page asked by another machine over http is redirected to
+https (browsers give the microphone only to secure pages); this machine and plain-ws screens
+keep http.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ STATIC = Path(__file__).parent / "static"
 FILES = {"/": ("index.html", "text/html; charset=utf-8"),
          "/index.html": ("index.html", "text/html; charset=utf-8"),
          "/voicebox.js": ("voicebox.js", "text/javascript; charset=utf-8")}
+PAGES = frozenset({"/", "/index.html"})  # with TLS: another machine asking over http is sent to https
 AUDIO = re.compile(r"/audio/([A-Za-z0-9_-]{16,64})\.wav")
 DEVICE_PATH = "/device"
 KEY_REFUSED = 4401  # the screen WebSocket's close code for a missing or wrong key
@@ -50,8 +54,9 @@ class ScreensServer:
             raise ValueError("the screens need a screen key")
         self._key = key
         self.hub = ScreenHub(audio_cache, audio_query=f"?key={key}")
-        self.web = WebServer(host, port, path, self._route, self._screen, DEVICE_PATH, max_frame_bytes, tls)
-        self.scheme = self.hub.scheme = "https" if tls is not None else "http"
+        self.web = WebServer(host, port, path, self._route, self._screen, DEVICE_PATH, max_frame_bytes, tls,
+                             pages=PAGES)
+        self.scheme = "https" if tls is not None else "http"  # for other machines (this one: http too)
         self._path = path
 
     @property
