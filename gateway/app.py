@@ -121,12 +121,12 @@ class Gateway:
         cannot listen (OSError) ends serve with that error, so a caller waiting for `ready` must
         also watch this coroutine (see gateway/cli/run.py)."""
         events = [asyncio.Event() for _ in self.links]
+        throttle_accept_errors(asyncio.get_running_loop())  # EMFILE: one line per interval, no traceback each
         if self.memory is not None:
             await self.memory.start()
         try:
             async with asyncio.TaskGroup() as tg:
                 if self.memory is not None:
-        throttle_accept_errors(asyncio.get_running_loop())  # EMFILE: one line per interval, no traceback each
                     tg.create_task(self._serve_memory(self.memory), name="memory")
                 if self.mcp_clients is not None:  # in the background: a missing server delays nothing
                     tg.create_task(self.mcp_clients.run(), name="mcp-clients")
