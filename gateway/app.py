@@ -20,6 +20,8 @@ from gateway.audio.pcm import int16_to_float, resample
 from gateway.brain.factory import build_brain, build_mcp_clients, drain_brain
 from gateway.bus import EventBus
 from gateway.config import GatewayConfig
+from gateway.console.build import build_console
+from gateway.console.log_tail import LogTail
 from gateway.devices.activation import Activations
 from gateway.devices.auth import Authenticator
 from gateway.devices.database import Database
@@ -93,11 +95,13 @@ class Gateway:
         self.retention = ReadingRetention(self.db, days) if days else None  # 0: keep readings forever
         # What each link may take when served: the LAN screens follow the bus, the embedded MQTT
         # broker checks device logins against the registry, xiaozhi boxes enrol through it.
+        self.log_tail = LogTail()  # the console's health page shows the last log lines (attached by serve)
+        console = build_console(self.cfg, self.db, self.registry, self.memory, self.log_tail)
         self.link_services = LinkServices(bus=self.bus, check_credentials=self.auth.check_credentials,
                                           serve_authenticated=self._handle_authenticated,
                                           enrolment=self.auth,
                                           activations=Activations(self.db, self.cfg.xiaozhi.activation_ttl_s),
-                                          device_tools=self.device_tools)
+                                          device_tools=self.device_tools, console=console)
         self.services = SessionServices(
             cfg=self.cfg,
             runner=self.runner,
@@ -124,6 +128,7 @@ class Gateway:
         throttle_accept_errors(asyncio.get_running_loop())  # EMFILE: one line per interval, no traceback each
         if self.memory is not None:
             await self.memory.start()
+        logging.getLogger().addHandler(self.log_tail)
         try:
             async with asyncio.TaskGroup() as tg:
                 if self.memory is not None:
@@ -138,6 +143,7 @@ class Gateway:
                 if ready is not None:
                     ready.set()
         finally:  # every task has ended: the brain's last memory writes, the brain, then the memory itself
+            logging.getLogger().removeHandler(self.log_tail)
             await drain_brain(self.brain)
             await self.brain.close()
             if self.memory is not None:

@@ -16,6 +16,7 @@ from gateway.cli.stopping import sigterm_interrupts, sigterm_sets
 from gateway.config import GatewayConfig
 from gateway.errors import GatewayError
 from gateway.links.base import DeviceLink
+from gateway.console.password import PasswordFile
 from gateway.screens.access import page_url, screen_key
 
 if TYPE_CHECKING:
@@ -63,6 +64,11 @@ def _announce(cfg: GatewayConfig, links: list[DeviceLink]) -> None:
             print(f"Screens (watch every conversation; the key is `gateway screens key`): "
                   f"{page_url(link.scheme, host, link.port, key)}")
             print(f"The browser voice box: {link.scheme}://{host}:{link.port}/")
+            if cfg.console.enabled:  # the first run makes the admin password and shows it once
+                made = PasswordFile(cfg.path(cfg.console.password_file)).ensure()
+                print(f"Console: {link.scheme}://{host}:{link.port}/console" + (
+                    f"  (admin password, shown only now: {made} ; change it with `gateway console password`)"
+                    if made else "  (its password: `gateway console password`)"))
     print("\nTry it without hardware, in another terminal:")
     print(f'  gateway simulate --say "What time is it?" --url ws://127.0.0.1:{port}{cfg.server.websocket_path} --out reply.wav')
     print("Stop with Ctrl+C.\n", flush=True)

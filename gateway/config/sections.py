@@ -265,6 +265,15 @@ class ScreensConfig(_Section):
     access_key: Path = Path("data/screens-access-key")  # the screen key, made on first run
 
 
+class ConsoleConfig(_Section):
+    """The web console at <screen server>/console (gateway/console/)."""
+
+    enabled: bool = True
+    password_file: Path = Path("data/console-password")  # the admin password, scrypt-hashed
+    session_hours: float = Field(12, gt=0, le=720)
+    max_failed_logins: int = Field(5, ge=1, le=100)  # per peer address, then locked out (doubling)
+
+
 class GatewayConfig(_Section):
     server: ServerConfig = ServerConfig()
     models: ModelsConfig = ModelsConfig()
@@ -277,6 +286,7 @@ class GatewayConfig(_Section):
     brain: BrainConfig = BrainConfig()
     expression: ExpressionConfig = ExpressionConfig()
     screens: ScreensConfig = ScreensConfig()
+    console: ConsoleConfig = ConsoleConfig()
     devices: DevicesConfig = DevicesConfig()
     serial: SerialConfig = SerialConfig()
     mqtt: MqttConfig = MqttConfig()

@@ -98,6 +98,12 @@ def approve(conn: sqlite3.Connection, code: str, ttl_s: float, now: float) -> Pe
     return get(conn, found.device_id, now)
 
 
+def reject(conn: sqlite3.Connection, device_id: str) -> bool:
+    """Forget a waiting box's code (it gets a new one at its next OTA request, to be approved or
+    rejected again); False when none is waiting."""
+    return conn.execute("DELETE FROM activations WHERE device_id = ?", (device_id,)).rowcount == 1
+
+
 def get(conn: sqlite3.Connection, device_id: str, now: float) -> PendingActivation | None:
     return _row(conn.execute(f"SELECT {_COLUMNS} FROM activations WHERE device_id = ? AND expires_at > ?",
                              (device_id, now)).fetchone())

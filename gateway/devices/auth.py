@@ -50,6 +50,11 @@ def remove_device(conn: sqlite3.Connection, device_id: str) -> bool:
     return conn.execute("DELETE FROM devices WHERE device_id = ?", (device_id,)).rowcount == 1
 
 
+def rename_device(conn: sqlite3.Connection, device_id: str, name: str) -> bool:
+    """Change the note for people; False when no such device is registered."""
+    return conn.execute("UPDATE devices SET name = ? WHERE device_id = ?", (name, device_id)).rowcount == 1
+
+
 def _record(row: tuple) -> DeviceRecord:
     device_id, name, created, seen = row
     return DeviceRecord(device_id, name, datetime.fromtimestamp(created, UTC),

@@ -1,0 +1,127 @@
+"""Console API for devices, over the registry database (gateway/devices/auth.py, activation.py:
+the functions `gateway devices ...` uses) and the live sessions (SessionRegistry).
+
+    GET  devices           {"connected": [...], "registered": [...], "pending": [...]}
+    POST devices/add       {"device_id", "name"} -> its token (shown once) and firmware settings
+    POST devices/remove    {"device_id"}
+    POST devices/rename    {"device_id", "name"}
+    POST devices/approve   {"code"}        a xiaozhi box waiting with this activation code
+    POST devices/reject    {"device_id"}   forget its code (it asks again for a new one)
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from firmware_protocol.messages import DEVICE_ID_PATTERN
+from gateway.devices import activation
+from gateway.devices.auth import add_device, list_devices, remove_device, rename_device
+from gateway.devices.database import Database
+from gateway.devices.registry import SessionRegistry
+from gateway.console.routes import ApiError, ApiRequest, Routes, text_field
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DeviceSettings:
+    """What the console shows about where devices connect and whose memory they use."""
+
+    websocket_port: int
+    websocket_path: str
+    open_enrolment: bool
+    activation_ttl_s: float
+    person_of: Callable[[str], str]  # device id -> the memory user (memory.users, else its own)
+    mapped: Mapping[str, str]  # memory.users as configured
+
+
+class DevicesApi:
+    def __init__(self, db: Database, registry: SessionRegistry, settings: DeviceSettings,
+                 clock: Callable[[], float] = time.time) -> None:
+        self._db = db
+        self._registry = registry
+        self._settings = settings
+        self._clock = clock
+
+    def routes(self) -> Routes:
+        return {("GET", "devices"): self.list, ("POST", "devices/add"): self.add,
+                ("POST", "devices/remove"): self.remove, ("POST", "devices/rename"): self.rename,
+                ("POST", "devices/approve"): self.approve, ("POST", "devices/reject"): self.reject}
+
+    def _device_id(self, body: Any) -> str:
+        device_id = text_field(body, "device_id", max_len=64)
+        if re.fullmatch(DEVICE_ID_PATTERN, device_id) is None:
+            raise ApiError(400, f"device_id {device_id!r}: 1..64 of A-Z a-z 0-9 . _ : -", "device_id")
+        return device_id
+
+    async def list(self, request: ApiRequest) -> dict[str, Any]:
+        now = self._clock()
+        registered = await self._db.run(list_devices)
+        pending = await self._db.run(activation.list_pending, now)
+        known = {d.device_id for d in registered}
+        connected = []
+        for device_id in self._registry.connected():
+            conn = self._registry.get(device_id)
+            peer = conn.peer if conn is not None else ""
+            link, _, address = peer.partition(" ")
+            connected.append({"device_id": device_id, "link": link, "address": address,
+                              "can_speak": self._registry.can_speak(device_id), "registered": device_id in known,
+                              "person": self._settings.person_of(device_id)})
+        online = set(self._registry.connected())
+        return {
+            "connected": connected,
+            "registered": [{"device_id": d.device_id, "name": d.name, "created_at": d.created_at.timestamp(),
+                            "last_seen": d.last_seen.timestamp() if d.last_seen else None,
+                            "connected": d.device_id in online, "person": self._settings.person_of(d.device_id),
+                            "mapped": d.device_id in self._settings.mapped} for d in registered],
+            "pending": [{"device_id": p.device_id, "code": p.code, "details": p.details, "approved": p.approved,
+                         "expires_in": round(p.expires_at - now)} for p in pending],
+            "open_enrolment": self._settings.open_enrolment,
+        }
+
+    async def add(self, request: ApiRequest) -> dict[str, Any]:
+        device_id = self._device_id(request.body)
+        name = text_field(request.body, "name", max_len=100, required=False)
+        token = await self._db.run(add_device, device_id, name)
+        log.info("%s: device %s registered (a new token issued)", request.peer, device_id)
+        s = self._settings
+        return {"device_id": device_id, "name": name, "token": token,
+                "firmware": {"GATEWAY_DEVICE_ID": device_id, "GATEWAY_TOKEN": token,
+                             "GATEWAY_WS_URL": f"ws://<gateway-host>:{s.websocket_port}{s.websocket_path}"}}
+
+    async def remove(self, request: ApiRequest) -> dict[str, Any]:
+        device_id = self._device_id(request.body)
+        if not await self._db.run(remove_device, device_id):
+            raise ApiError(404, f"no device {device_id} is registered", "device_id")
+        log.info("%s: device %s removed", request.peer, device_id)
+        return {"removed": device_id}
+
+    async def rename(self, request: ApiRequest) -> dict[str, Any]:
+        device_id = self._device_id(request.body)
+        name = text_field(request.body, "name", max_len=100, required=False)
+        if not await self._db.run(rename_device, device_id, name):
+            raise ApiError(404, f"no device {device_id} is registered", "device_id")
+        log.info("%s: device %s renamed to %r", request.peer, device_id, name)
+        return {"device_id": device_id, "name": name}
+
+    async def approve(self, request: ApiRequest) -> dict[str, Any]:
+        code = text_field(request.body, "code", max_len=16)
+        if not activation.valid_code(code):
+            raise ApiError(400, f"{code!r} is not an activation code: the box shows and speaks 6 digits", "code")
+        approved = await self._db.run(activation.approve, code, self._settings.activation_ttl_s, self._clock())
+        if approved is None:
+            raise ApiError(404, f"no box is waiting with code {code}: it is wrong or expired", "code")
+        log.info("%s: box %s approved (code %s, %s)", request.peer, approved.device_id, code, approved.details)
+        return {"approved": approved.device_id, "details": approved.details}
+
+    async def reject(self, request: ApiRequest) -> dict[str, Any]:
+        device_id = self._device_id(request.body)
+        if not await self._db.run(activation.reject, device_id):
+            raise ApiError(404, f"no box {device_id} is waiting for activation", "device_id")
+        log.info("%s: box %s rejected (its activation code forgotten)", request.peer, device_id)
+        return {"rejected": device_id}

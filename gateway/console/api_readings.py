@@ -1,0 +1,86 @@
+"""Console API for sensor readings, per person and kind, over the readings table (the function
+`gateway readings` uses) and the alert thresholds of the memory's rules (`MemoryService.active_rules`).
+
+    GET readings?person=P&kind=K&days=D   {"readings": [...] oldest first, "kinds", "people", "thresholds"}
+    GET readings.csv?person=P&kind=K&days=D   the same rows as CSV
+
+A reading belongs to the person its device is mapped to (memory.users, else the device's own).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from gateway.console.routes import ApiError, ApiRequest, FileAnswer, Routes
+from gateway.devices.database import Database
+from gateway.devices.readings import StoredRow, list_readings
+
+DAY_S = 86400.0
+MAX_ROWS = 20000
+PERIODS = {"1": 1, "7": 7, "30": 30, "365": 365}  # day, week, month, year
+
+RulesOf = Callable[[str], Awaitable[list[Any]]]  # person -> the memory's active rules (Nodes), [] without memory
+
+
+def _tag(tags: tuple[str, ...], ns: str) -> str | None:
+    return next((t.split(":", 1)[1] for t in tags if t.startswith(ns + ":")), None)
+
+
+class ReadingsApi:
+    def __init__(self, db: Database, person_of: Callable[[str], str], rules_of: RulesOf,
+                 mapped: Mapping[str, str], clock: Callable[[], float] = time.time) -> None:
+        self._db = db
+        self._person_of = person_of
+        self._rules_of = rules_of
+        self._mapped = mapped
+        self._clock = clock
+
+    def routes(self) -> Routes:
+        return {("GET", "readings"): self.list, ("GET", "readings.csv"): self.csv}
+
+    async def _rows(self, request: ApiRequest) -> tuple[list[StoredRow], list[StoredRow], str, str]:
+        days = request.query.get("days", "7")
+        if days not in PERIODS:
+            raise ApiError(400, f"days: one of {', '.join(PERIODS)}", "days")
+        person = request.query.get("person", "")
+        kind = request.query.get("kind", "")
+        since = self._clock() - PERIODS[days] * DAY_S
+        every = await self._db.run(list_readings, None, None, MAX_ROWS)
+        mine = [r for r in every if not person or self._person_of(r.device_id) == person]
+        rows = [r for r in mine if (not kind or r.kind == kind) and r.measured_at.timestamp() >= since]
+        rows.sort(key=lambda r: r.measured_at)
+        return every, rows, person, kind
+
+    async def list(self, request: ApiRequest) -> dict[str, Any]:
+        every, rows, person, kind = await self._rows(request)
+        people = sorted({self._person_of(r.device_id) for r in every} | set(self._mapped.values()))
+        kinds = sorted({r.kind for r in every if not person or self._person_of(r.device_id) == person})
+        thresholds = []
+        for rule in (await self._rules_of(person)) if person else []:
+            above, of = _tag(rule.tags, "above"), _tag(rule.tags, "reading")
+            if above and of and (not kind or of == kind):
+                try:
+                    limits = [float(x) for x in above.split("/")]
+                except ValueError:
+                    continue
+                thresholds.append({"kind": of, "limits": limits, "text": rule.content})
+        return {"person": person, "kind": kind, "people": people, "kinds": kinds, "thresholds": thresholds,
+                "readings": [{"id": r.reading_id, "device_id": r.device_id, "kind": r.kind, "values": r.values,
+                              "units": r.units, "measured_at": r.measured_at.timestamp(), "clock": r.clock}
+                             for r in rows]}
+
+    async def csv(self, request: ApiRequest) -> FileAnswer:
+        _, rows, person, kind = await self._rows(request)
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(["id", "measured_at_utc", "device_id", "person", "kind", "name", "value", "unit"])
+        for r in rows:
+            for name, value in r.values.items():
+                writer.writerow([r.reading_id, r.measured_at.isoformat(timespec="seconds"), r.device_id,
+                                 self._person_of(r.device_id), r.kind, name, value, r.units.get(name, "")])
+        name = "-".join(x for x in ("readings", person, kind) if x) + ".csv"
+        return FileAnswer("text/csv; charset=utf-8", out.getvalue().encode(), name)

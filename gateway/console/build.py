@@ -1,0 +1,59 @@
+"""Builds the console from the config and the gateway's own services (called by gateway/app.py)."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from gateway.config import GatewayConfig
+from gateway.console.api_devices import DeviceSettings, DevicesApi
+from gateway.console.api_health import HealthApi, Port
+from gateway.console.api_readings import ReadingsApi
+from gateway.console.log_tail import LogTail
+from gateway.console.password import PasswordFile
+from gateway.console.server import ConsoleServer
+from gateway.console.sessions import Sessions
+from gateway.console.throttle import LoginThrottle
+from gateway.devices.database import Database
+from gateway.devices.registry import SessionRegistry
+from gateway.memory.device_users import user_of
+from gateway.memory.service import MemoryService
+
+
+def _ports(cfg: GatewayConfig) -> list[Port]:
+    s = cfg.server
+    ports = [Port("device WebSocket", "server.websocket_port", f"{s.host}:{s.websocket_port}")]
+    if cfg.screens.enabled:
+        ports.append(Port("screens + console", "screens.port", f"{cfg.screens.host}:{cfg.screens.port}"))
+    if cfg.mqtt.enabled:
+        ports.append(Port("MQTT broker" if not cfg.mqtt.host else "MQTT (external broker)", "mqtt.port",
+                          f"{cfg.mqtt.host or s.host}:{cfg.mqtt.port}"))
+    if cfg.coap.enabled:
+        ports.append(Port("CoAP", "coap.port", f"{s.host}:{cfg.coap.port}"))
+    if cfg.mcp.http:
+        ports.append(Port("MCP over HTTP", "mcp.port", f"{cfg.mcp.host}:{cfg.mcp.port}"))
+    ports += [Port("serial", "serial.ports", f"{p.port} at {p.baud} baud") for p in cfg.serial.ports]
+    return ports
+
+
+def build_console(cfg: GatewayConfig, db: Database, registry: SessionRegistry, memory: MemoryService | None,
+                  log_tail: LogTail) -> ConsoleServer | None:
+    """The console (None when console.enabled or screens.enabled is off). Until an admin password
+    is set (`gateway console password`, or `gateway run` makes one) every login is refused."""
+    c = cfg.console
+    if not c.enabled or not cfg.screens.enabled:
+        return None
+    password = PasswordFile(cfg.path(c.password_file))
+    m = cfg.memory
+    person_of = partial(user_of, users=m.users, default_user=m.default_user, isolate_by_user=m.isolate_by_user)
+
+    async def rules_of(person: str) -> list:
+        return await memory.active_rules(person) if memory is not None else []
+
+    settings = DeviceSettings(cfg.server.websocket_port, cfg.server.websocket_path, cfg.devices.open_enrolment,
+                              cfg.xiaozhi.activation_ttl_s, person_of, m.users)
+    models = {"asr": f"{cfg.asr.engine} {cfg.asr.model}", "tts": f"{cfg.tts.engine} {cfg.tts.voice}",
+              "memory": m.embedding if m.enabled else "off"}
+    routes = {**DevicesApi(db, registry, settings).routes(), **ReadingsApi(db, person_of, rules_of, m.users).routes(),
+              **HealthApi(registry, _ports(cfg), models, log_tail).routes()}
+    return ConsoleServer(password, Sessions(c.session_hours * 3600), LoginThrottle(c.max_failed_logins), routes,
+                         secure=cfg.screens.tls)

@@ -1,0 +1,179 @@
+"""The console's front door, mounted on the screen server under /console (an HttpMount).
+
+    GET  /console                the app (static/index.html); without a session: 401 + the login page
+    GET  /console/login.js, /console/console.css   the login page's script and style (no data)
+    GET  /console/app.js, chart.js                 the app's scripts (session needed)
+    POST /console/api/login      {"password"} -> a session cookie and {"csrf"}; throttled per peer
+    POST /console/api/logout
+    GET  /console/api/session    {"csrf", "expires_at"}
+    *    /console/api/...        the API routes (api_*.py); 401 without a session
+
+Every write (any method but GET) must come from the console's own origin (`Origin` equal to the
+scheme and `Host` it was asked on), be JSON, and carry the session's CSRF token in `X-CSRF-Token`;
+otherwise 403 and a log line naming the peer. The session cookie is HttpOnly, SameSite=Strict and,
+over https, Secure. Answers carry a strict Content-Security-Policy (no inline script, nothing from
+elsewhere) and may not be framed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+from gateway.console.password import PasswordError, PasswordFile
+from gateway.console.routes import ApiError, ApiRequest, FileAnswer, Routes
+from gateway.console.sessions import Session, Sessions, cookie_header, cookie_token
+from gateway.console.throttle import LoginThrottle
+from gateway.links.http_front import HttpReply, HttpRequest
+
+log = logging.getLogger(__name__)
+
+STATIC = Path(__file__).parent / "static"
+PUBLIC = {"login.js": "text/javascript", "console.css": "text/css"}
+PRIVATE = {"app.js": "text/javascript", "chart.js": "text/javascript"}
+SECURITY = (("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'"),
+            ("X-Frame-Options", "DENY"), ("X-Content-Type-Options", "nosniff"), ("Referrer-Policy", "no-referrer"))
+JSON = "application/json; charset=utf-8"
+MAX_PASSWORD = 1024
+
+
+def _json(status: int, body: Any, *headers: tuple[str, str]) -> HttpReply:
+    return HttpReply(status, json.dumps(body, ensure_ascii=False).encode(), JSON, SECURITY + headers)
+
+
+class ConsoleServer:
+    prefix = "/console"
+
+    def __init__(self, password: PasswordFile, sessions: Sessions, throttle: LoginThrottle, routes: Routes,
+                 *, secure: bool) -> None:
+        self._password = password
+        self._sessions = sessions
+        self._throttle = throttle
+        self._routes = routes
+        self._secure = secure
+        self._scheme = "https" if secure else "http"
+        self._files = {name: (STATIC / name).read_bytes() for name in [*PUBLIC, *PRIVATE, "index.html", "login.html"]}
+        self._hash: tuple[int, str] | None = None  # (mtime_ns, stored hash) of the password file
+
+    def _stored(self) -> str:
+        """The stored password hash (re-read when the file changed: another process may set it)."""
+        try:
+            mtime = os.stat(self._password.path).st_mtime_ns
+        except FileNotFoundError:
+            return ""
+        if self._hash is None or self._hash[0] != mtime:
+            self._hash = (mtime, self._password.stored())
+        return self._hash[1]
+
+    def _static(self, name: str, content_type: str, status: int = 200) -> HttpReply:
+        return HttpReply(status, self._files[name], f"{content_type}; charset=utf-8", SECURITY)
+
+    async def http(self, request: HttpRequest) -> HttpReply:
+        peer = f"console {request.remote[0]}:{request.remote[1]}"
+        rest = request.path[len(self.prefix):].lstrip("/")
+        if request.method == "GET" and rest in PUBLIC:
+            return self._static(rest, PUBLIC[rest])
+        if rest == "api/login":
+            return await self._login(request, peer)
+        session = self._sessions.get(cookie_token(request.headers.get("Cookie")), self._stored())
+        if session is None:
+            if rest.startswith("api/"):
+                return _json(401, {"error": "login-needed", "message": "log in first (POST /console/api/login)"})
+            return self._static("login.html", "text/html", 401)
+        if request.method != "GET" and (refused := self._write_refusal(request, session)):
+            log.warning("%s: %s /console/%s refused: %s", peer, request.method, rest, refused)
+            return _json(403, {"error": "forbidden", "message": refused})
+        if request.method == "GET" and rest in ("", "index.html"):
+            return self._static("index.html", "text/html")
+        if request.method == "GET" and rest in PRIVATE:
+            return self._static(rest, PRIVATE[rest])
+        if rest == "api/session" and request.method == "GET":
+            return _json(200, {"csrf": session.csrf, "expires_at": session.expires_at})
+        if rest == "api/logout" and request.method == "POST":
+            self._sessions.drop(session.token)
+            log.info("%s: logged out", peer)
+            return _json(200, {"ok": True}, ("Set-Cookie", cookie_header(None, self._secure, 0)))
+        if rest.startswith("api/"):
+            return await self._api(request, rest[4:], peer)
+        return _json(404, {"error": "not-found", "message": f"nothing at {request.path}"})
+
+    def _origin_refusal(self, request: HttpRequest) -> str | None:
+        origin = request.headers.get("Origin")
+        expected = f"{self._scheme}://{request.headers.get('Host', '')}"
+        if origin is None:
+            return "no Origin header (writes must come from the console page)"
+        if origin != expected:
+            return f"cross-site request from {origin!r} (expected {expected!r})"
+        if not request.headers.get("Content-Type", "").startswith("application/json"):
+            return "writes must be JSON (Content-Type: application/json)"
+        return None
+
+    def _write_refusal(self, request: HttpRequest, session: Session) -> str | None:
+        if refused := self._origin_refusal(request):
+            return refused
+        if not session.csrf_ok(request.headers.get("X-CSRF-Token")):
+            return "missing or wrong X-CSRF-Token"
+        return None
+
+    async def _login(self, request: HttpRequest, peer: str) -> HttpReply:
+        address = request.remote[0]
+        if request.method != "POST":
+            return _json(405, {"error": "method", "message": "POST the password as JSON"})
+        if refused := self._origin_refusal(request):
+            log.warning("%s: login refused: %s", peer, refused)
+            return _json(403, {"error": "forbidden", "message": refused})
+        if (wait := self._throttle.retry_after(address)) > 0:
+            log.warning("%s: login refused: too many wrong passwords, %.0f s to wait", peer, wait)
+            return _json(429, {"error": "throttled", "message": f"too many wrong passwords; try again in {wait:.0f} s"},
+                         ("Retry-After", str(int(wait) + 1)))
+        try:
+            password = json.loads(request.body).get("password")
+        except (ValueError, AttributeError):
+            password = None
+        if not isinstance(password, str) or not password or len(password) > MAX_PASSWORD:
+            return _json(400, {"error": "bad-request", "message": 'send {"password": "..."}'})
+        stored = self._stored()
+        if not stored:
+            return _json(503, {"error": "no-password", "message": "no console password is set: run `gateway console password`"})
+        try:
+            ok = await asyncio.to_thread(self._password.verify, password)  # scrypt: ~50 ms of CPU
+        except PasswordError as exc:
+            log.error("console: %s", exc)
+            return _json(503, {"error": "no-password", "message": str(exc)})
+        if not ok:
+            wait = self._throttle.failed(address)
+            log.warning("%s: login failed: wrong password%s", peer, f" (locked out for {wait:.0f} s)" if wait else "")
+            return _json(401, {"error": "wrong-password", "message": "wrong password"})
+        self._throttle.succeeded(address)
+        session = self._sessions.create(stored)
+        log.info("%s: logged in", peer)
+        return _json(200, {"csrf": session.csrf, "expires_at": session.expires_at},
+                     ("Set-Cookie", cookie_header(session, self._secure, self._sessions.ttl_s)))
+
+    async def _api(self, request: HttpRequest, path: str, peer: str) -> HttpReply:
+        handler = self._routes.get((request.method, path))
+        if handler is None:
+            known = sorted({p for _, p in self._routes})
+            return _json(404, {"error": "not-found", "message": f"no API {request.method} {path}; known: {', '.join(known)}"})
+        body = None
+        if request.method != "GET":
+            try:
+                body = json.loads(request.body or b"null")
+            except ValueError as exc:
+                return _json(400, {"error": "bad-request", "message": f"the body is not JSON: {exc}"})
+        query = {k: v[-1] for k, v in parse_qs(request.query).items()}
+        try:
+            answer = await handler(ApiRequest(request.method, path, query, body, peer))
+        except ApiError as exc:
+            log.warning("%s: %s /console/api/%s refused: %s", peer, request.method, path, exc.message)
+            return _json(exc.status, {"error": "bad-request" if exc.status == 400 else "refused",
+                                      "message": exc.message, "field": exc.field})
+        if isinstance(answer, FileAnswer):
+            disposition = ("Content-Disposition", f'attachment; filename="{answer.filename}"')
+            return HttpReply(200, answer.body, answer.content_type, SECURITY + (disposition,))
+        return _json(200, answer)

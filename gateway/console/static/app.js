@@ -1,0 +1,173 @@
+// The console app: devices, readings (table + chart), health. Talks to /console/api/ with the
+// session cookie; every write carries the CSRF token (X-CSRF-Token) the session hands out.
+"use strict";
+let csrf = "";
+let page = "devices";
+const $ = (id) => document.getElementById(id);
+
+function show(message) { $("status").textContent = message || ""; }
+
+async function api(method, path, body) {
+  const headers = {};
+  if (method !== "GET") { headers["Content-Type"] = "application/json"; headers["X-CSRF-Token"] = csrf; }
+  const answer = await fetch(`/console/api/${path}`, {method, headers, body: body === undefined ? undefined : JSON.stringify(body)});
+  if (answer.status === 401) { location.reload(); throw new Error("logged out"); }
+  const data = await answer.json().catch(() => ({}));
+  if (!answer.ok) { const e = new Error(data.message || `${answer.status}`); e.field = data.field; throw e; }
+  return data;
+}
+
+function cell(tr, text, cls) {
+  const td = document.createElement("td");
+  if (text instanceof Node) td.appendChild(text); else td.textContent = text == null ? "" : String(text);
+  if (cls) td.className = cls;
+  tr.appendChild(td);
+  return td;
+}
+
+function button(label, onClick, cls) {
+  const b = document.createElement("button");
+  b.textContent = label;
+  if (cls) b.className = cls;
+  b.addEventListener("click", onClick);
+  return b;
+}
+
+function fill(tableId, noneId, rows, render) {
+  const body = $(tableId).tBodies[0];
+  body.replaceChildren(...rows.map((row) => { const tr = document.createElement("tr"); render(tr, row); return tr; }));
+  $(noneId).classList.toggle("hidden", rows.length > 0);
+  $(tableId).classList.toggle("hidden", rows.length === 0);
+}
+
+function when(ts) { return ts ? new Date(ts * 1000).toLocaleString() : "never"; }
+
+async function write(path, body, after) {
+  show("");
+  try { const r = await api("POST", path, body); if (after) after(r); await refresh(); }
+  catch (e) { show(`${path}: ${e.message}`); }
+}
+
+// ---- devices ----
+async function loadDevices() {
+  const d = await api("GET", "devices");
+  fill("pending", "pending-none", d.pending, (tr, p) => {
+    cell(tr, p.code, "code"); cell(tr, p.device_id); cell(tr, p.details);
+    cell(tr, p.approved ? "approved, waiting for the box" : `expires in ${p.expires_in} s`);
+    const actions = cell(tr, "");
+    if (!p.approved) {
+      actions.appendChild(button("Approve", () => write("devices/approve", {code: p.code}), "primary"));
+      actions.appendChild(button("Reject", () => write("devices/reject", {device_id: p.device_id}), "danger"));
+    }
+  });
+  fill("connected", "connected-none", d.connected, (tr, c) => {
+    cell(tr, c.device_id); cell(tr, c.link); cell(tr, c.address); cell(tr, c.can_speak ? "yes" : "no"); cell(tr, c.person);
+  });
+  fill("registered", "registered-none", d.registered, (tr, r) => {
+    cell(tr, r.device_id + (r.connected ? " (connected)" : ""));
+    const name = document.createElement("input");
+    name.value = r.name; name.maxLength = 100; name.setAttribute("aria-label", `name of ${r.device_id}`);
+    const nameCell = cell(tr, name);
+    nameCell.appendChild(button("Rename", () => write("devices/rename", {device_id: r.device_id, name: name.value})));
+    cell(tr, when(r.last_seen));
+    cell(tr, r.person + (r.mapped ? "" : " (own)"));
+    cell(tr, button("Remove", () => { if (confirm(`Remove ${r.device_id}? It can no longer connect.`)) write("devices/remove", {device_id: r.device_id}); }, "danger"));
+  });
+}
+
+$("add").addEventListener("submit", (event) => {
+  event.preventDefault();
+  $("add-error").textContent = "";
+  api("POST", "devices/add", {device_id: $("add-id").value, name: $("add-name").value}).then((r) => {
+    $("cred-id").textContent = r.device_id;
+    $("cred-firmware").textContent = Object.entries(r.firmware).map(([k, v]) => `#define ${k.padEnd(18)} "${v}"`).join("\n");
+    $("credentials").classList.remove("hidden");
+    $("add-id").value = ""; $("add-name").value = "";
+    return refresh();
+  }).catch((e) => { $("add-error").textContent = e.message; });
+});
+
+// ---- readings ----
+function setOptions(select, values, labelOf) {
+  const current = select.value;
+  select.replaceChildren(...values.map((v) => { const o = document.createElement("option"); o.value = v; o.textContent = labelOf(v); return o; }));
+  if (values.includes(current)) select.value = current;
+}
+
+async function loadReadings() {
+  const q = () => new URLSearchParams({person: $("r-person").value, kind: $("r-kind").value, days: $("r-days").value});
+  let d = await api("GET", `readings?${q()}`);
+  setOptions($("r-person"), ["", ...d.people], (v) => v || "everyone");
+  setOptions($("r-kind"), ["", ...d.kinds], (v) => v || "all kinds");
+  if (d.person !== $("r-person").value || d.kind !== $("r-kind").value) d = await api("GET", `readings?${q()}`);
+  $("r-csv").href = `/console/api/readings.csv?${q()}`;
+  const tbody = $("r-table").tBodies[0];
+  tbody.replaceChildren(...d.readings.slice().reverse().map((r) => {
+    const tr = document.createElement("tr");
+    cell(tr, when(r.measured_at) + (r.clock === "gateway" ? " *" : "")); cell(tr, r.device_id); cell(tr, r.kind);
+    cell(tr, Object.entries(r.values).map(([n, v]) => `${n} ${v} ${r.units[n] || ""}`.trim()).join(", "));
+    return tr;
+  }));
+  // one line per value name (of the chosen kind, or kind.name for all kinds)
+  const series = new Map();
+  const nameOf = (r, n) => (d.kind ? n : `${r.kind} ${n}`);
+  d.readings.forEach((r) => Object.entries(r.values).forEach(([n, v]) => {
+    const key = nameOf(r, n);
+    if (!series.has(key)) series.set(key, {name: key, points: [], color: window.CHART_COLORS[series.size % window.CHART_COLORS.length]});
+    series.get(key).points.push([r.measured_at, v]);
+  }));
+  const thresholds = [];
+  d.thresholds.forEach((th) => {
+    const sample = d.readings.find((r) => r.kind === th.kind);
+    const names = sample ? Object.keys(sample.values) : [];
+    th.limits.forEach((limit, i) => {
+      const s = series.get(names[i] === undefined ? "" : nameOf(sample, names[i]));
+      thresholds.push({value: limit, label: `alert above ${limit}${names[i] ? " (" + names[i] + ")" : ""}`, color: s ? s.color : "#b91c1c"});
+    });
+  });
+  const to = Date.now() / 1000, from = to - Number($("r-days").value) * 86400;
+  $("r-title").textContent = `${d.kind || "All readings"}${d.person ? " of " + d.person : ""}`;
+  $("r-legend").replaceChildren(...[...series.values()].map((s) => {
+    const span = document.createElement("span");
+    const sw = document.createElement("span"); sw.className = "swatch"; sw.style.background = s.color;
+    span.append(sw, s.name); return span;
+  }));
+  $("r-empty").classList.toggle("hidden", d.readings.length > 0);
+  window.drawChart($("r-chart"), {series: [...series.values()], thresholds, from, to});
+}
+["r-person", "r-kind", "r-days"].forEach((id) => $(id).addEventListener("change", () => refresh()));
+
+// ---- health ----
+async function loadHealth() {
+  const h = await api("GET", "health");
+  const about = [["version", h.version], ["up for", `${Math.floor(h.uptime_s / 3600)} h ${Math.floor(h.uptime_s / 60) % 60} min`],
+    ...Object.entries(h.models).map(([k, v]) => [`model: ${k}`, v])];
+  $("h-about").tBodies[0].replaceChildren(...about.map(([k, v]) => { const tr = document.createElement("tr"); cell(tr, k); cell(tr, v); return tr; }));
+  $("h-ports").tBodies[0].replaceChildren(...h.ports.map((p) => { const tr = document.createElement("tr"); cell(tr, p.what); cell(tr, p.address); cell(tr, p.key, "muted"); return tr; }));
+  const links = Object.entries(h.links);
+  $("h-links").tBodies[0].replaceChildren(...(links.length ? links : [["-", []]]).map(([l, ds]) => { const tr = document.createElement("tr"); cell(tr, l); cell(tr, ds.join(", ") || "none"); return tr; }));
+  $("h-log").textContent = h.log.join("\n");
+}
+
+// ---- navigation, refresh ----
+const loaders = {devices: loadDevices, readings: loadReadings, health: loadHealth};
+let busy = false;
+async function refresh() {
+  if (busy) return;
+  busy = true;
+  try { await loaders[page](); } catch (e) { show(e.message); } finally { busy = false; }
+}
+document.querySelectorAll("nav button").forEach((b) => b.addEventListener("click", () => {
+  page = b.dataset.page;
+  document.querySelectorAll("nav button").forEach((o) => o.classList.toggle("active", o === b));
+  Object.keys(loaders).forEach((p) => $(`page-${p}`).classList.toggle("hidden", p !== page));
+  show("");
+  refresh();
+}));
+$("logout").addEventListener("click", async () => { try { await api("POST", "logout", {}); } finally { location.href = "/console"; } });
+
+(async () => {
+  csrf = (await api("GET", "session")).csrf;
+  await refresh();
+  setInterval(refresh, 3000);  // live: new devices, codes and readings appear by themselves
+})();
