@@ -71,10 +71,12 @@ def load_asr(cfg: GatewayConfig, store: ModelStore, progress: Progress = _quiet)
             return MoonshineAsr(files["encoder"], files["decoder"], files["tokens"], a.num_threads)
         from gateway.engines.moonshine_ort import MoonshineOnnxAsr
 
-        # The decoder with its weights dequantized once, when the manifest derives it (~3.5x faster,
-        # +120 MB resident); asr.float_decoder false runs the packaged uint8 one.
-        decoder = files.get("decoder_float", files["decoder"]) if a.float_decoder else files["decoder"]
-        return MoonshineOnnxAsr(files["encoder"], decoder, files["tokens"], a.num_threads)
+        # asr.moonshine_decoder: a decoder the model store derives (int8 weights multiplied as int8, or
+        # weights dequantized once to float), when it could; else the packaged one.
+        role = {"int8": "decoder_int8", "float": "decoder_float"}.get(a.moonshine_decoder)
+        decoder = files.get(role, files["decoder"]) if role else files["decoder"]
+        return MoonshineOnnxAsr(files["encoder"], decoder, files["tokens"], a.num_threads,
+                                int8_decoder=decoder == files.get("decoder_int8"))
     paths = {k: (cfg.path(p) if p is not None else None)
              for k, p in (("encoder", a.encoder), ("decoder", a.decoder),
                           ("joiner", a.joiner), ("tokens", a.tokens))}

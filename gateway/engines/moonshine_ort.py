@@ -34,7 +34,7 @@ TOKENS_PER_SECOND = 6.5  # Moonshine's own bound on output length per second of 
 _MIN_SAMPLES = 160
 
 
-def _session(path: Path, num_threads: int) -> onnxruntime.InferenceSession:
+def _session(path: Path, num_threads: int, prepack: bool = False) -> onnxruntime.InferenceSession:
     opts = onnxruntime.SessionOptions()
     opts.intra_op_num_threads = num_threads
     opts.inter_op_num_threads = 1
@@ -43,9 +43,10 @@ def _session(path: Path, num_threads: int) -> onnxruntime.InferenceSession:
     # and the VAD; a spinning thread burns a core another call needs (measured on the busy 2-core
     # VM: ~0.9 s CPU and wall per decode of a 3 s question with spinning, ~0.45 s without).
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    if path.suffix == ".onnx":  # the derived float decoder: run exactly the graph it holds
+    if path.suffix == ".onnx":  # a derived decoder: run exactly the graph it holds
         opts.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
-        opts.add_session_config_entry("session.disable_prepacking", "1")
+        if not prepack:  # prepacking float weights would hold a second copy of them
+            opts.add_session_config_entry("session.disable_prepacking", "1")
     opts.log_severity_level = 3
     return onnxruntime.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
 
@@ -65,11 +66,14 @@ class MoonshineOnnxAsr:
     sample_rate = SAMPLE_RATE
     thread_safe = True  # onnxruntime sessions take concurrent runs; the decoding state is per call
 
-    def __init__(self, encoder: Path | str, decoder: Path | str, tokens: Path | str, num_threads: int = 2) -> None:
+    def __init__(self, encoder: Path | str, decoder: Path | str, tokens: Path | str, num_threads: int = 2,
+                 int8_decoder: bool = False) -> None:
+        """`int8_decoder`: `decoder` is the derived int8-weight one (moonshine_nbits.py), whose
+        integer kernels run on weights onnxruntime prepacks at load."""
         files = _require_files(encoder=Path(encoder), decoder=Path(decoder), tokens=Path(tokens))
         try:
             self._enc = _session(files["encoder"], num_threads)
-            self._dec = _session(files["decoder"], num_threads)
+            self._dec = _session(files["decoder"], num_threads, prepack=int8_decoder)
         except Exception as exc:  # onnxruntime raises its own exception types
             raise ModelError(f"cannot load Moonshine from {files['encoder'].parent}: {exc}") from exc
         self._tokens = _read_tokens(files["tokens"])

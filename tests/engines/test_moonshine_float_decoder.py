@@ -1,5 +1,5 @@
 """The model store's float Moonshine decoder (weights dequantized once) computes exactly what the
-packaged decoder computes, and the default engine runs it."""
+packaged decoder computes, and `asr.moonshine_decoder: float` runs it."""
 
 from __future__ import annotations
 
@@ -56,9 +56,10 @@ def test_the_float_decoder_gives_bit_identical_logits_and_caches_to_the_packaged
             assert a.shape == b.shape and np.array_equal(a, b), f"step {step} differs"
 
 
-def test_the_default_moonshine_engine_runs_the_float_decoder(prepared_cfg: GatewayConfig) -> None:
+def test_asr_moonshine_decoder_float_runs_the_float_decoder(prepared_cfg: GatewayConfig) -> None:
     files = ModelStore(prepared_cfg).files_of("moonshine-base-en")
-    asr = load_asr(prepared_cfg, ModelStore(prepared_cfg))
+    cfg = prepared_cfg.model_copy(update={"asr": prepared_cfg.asr.model_copy(update={"moonshine_decoder": "float"})})
+    asr = load_asr(cfg, ModelStore(prepared_cfg))
     assert isinstance(asr, MoonshineOnnxAsr)
     # the packaged .ort only where the derived decoder was skipped (other onnx/onnxruntime versions)
     expected = "decoder_model_float.onnx" if "decoder_float" in files else "decoder_model_merged.ort"
