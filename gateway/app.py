@@ -34,6 +34,7 @@ from gateway.devices.retention import ReadingRetention
 from gateway.devices.session import SessionServices, serve_device
 from gateway.engines.factory import load_engines
 from gateway.engines.runner import EngineRunner
+from gateway.engines.wake_word import MicroWakeWords
 from gateway.expression.service import ExpressionService
 from gateway.screens.access import screen_key
 from gateway.screens.server import ScreensServer
@@ -61,6 +62,10 @@ log = logging.getLogger(__name__)
 def load_runner(cfg: GatewayConfig, progress: Callable[[str], None]) -> EngineRunner:
     """Load (and on first use prepare) every model, warm them up, and put them on their threads."""
     started = time.monotonic()
+    wake = None
+    if cfg.listen.needs_wake_word():  # first: a broken or unknown model stops start-up at once, named
+        wake = MicroWakeWords(cfg.listen.wake_words, cfg.listen.threshold)
+        progress(f"wake words: {', '.join(wake.words)}")
     engines = load_engines(cfg, ModelStore(cfg), progress)
     # Warm the ASR on real speech (the TTS says a phrase): noise alone leaves the decoder's first
     # real run slow, and this way the memory the gateway holds at idle is its steady state.
@@ -70,7 +75,7 @@ def load_runner(cfg: GatewayConfig, progress: Callable[[str], None]) -> EngineRu
     progress(f"models ready in {time.monotonic() - started:.1f} s")
     e = cfg.engines
     return EngineRunner(engines.vad, engines.asr, engines.tts, asr_workers=e.asr_workers,
-                        tts_workers=e.tts_workers, max_waiting_turns=e.max_waiting_turns)
+                        tts_workers=e.tts_workers, max_waiting_turns=e.max_waiting_turns, wake=wake)
 
 
 @dataclass
@@ -98,6 +103,7 @@ class Gateway:
         self.log_tail = LogTail()  # the console's health page shows the last log lines (attached by serve)
         console = build_console(self.cfg, self.db, self.registry, self.memory, self.log_tail)
         self.link_services = LinkServices(bus=self.bus, check_credentials=self.auth.check_credentials,
+                                          broker_logins=self.auth.broker_logins,
                                           serve_authenticated=self._handle_authenticated,
                                           enrolment=self.auth,
                                           activations=Activations(self.db, self.cfg.xiaozhi.activation_ttl_s),
@@ -225,7 +231,8 @@ def default_links(cfg: GatewayConfig) -> list[DeviceLink]:
                               client_id=m.client_id, username=m.username or None, password=m.password or None,
                               max_frame_bytes=s.max_frame_bytes, embedded=not m.host,
                               inbox_messages=m.inbox_messages, offline_queue=m.offline_queue,
-                              extensions=mqtt_extensions))
+                              extensions=mqtt_extensions, extension_port=cfg.xiaozhi.mqtt_port,
+                              broker_folder=cfg.path(cfg.devices.database).parent / "mosquitto"))
     if cfg.coap.enabled:
         links.append(CoapLink(s.host, cfg.coap.port, s.max_frame_bytes, cfg.coap.outbox_bytes, cfg.coap.session_idle_s))
     return links

@@ -1,8 +1,10 @@
 /* Host (POSIX) link over MQTT 3.1.1: "mqtt://DEVICE_ID:TOKEN@HOST:PORT[/PREFIX]".
- * As PROTOCOL.md ("MQTT") asks: client id = username = device id, token as password,
- * persistent session, last will "offline" on P/D/status, subscribe P/D/down at QoS 1,
- * publish "online", then one message per publish on P/D/up (QoS 0 for AudioChunk, else 1).
- * On the ESP32 use esp-mqtt with the same settings. */
+ * As PROTOCOL.md ("MQTT") asks: client id = username = device id, token as password (no
+ * token: no username either, an anonymous login that open enrolment confines to the client
+ * id's topics), persistent session, last will "offline" on P/D/status, subscribe P/D/down at
+ * QoS 1, publish "online", then one message per publish on P/D/up (QoS 0 for AudioChunk, else
+ * 1). Only a PUBLISH on P/D/down is decoded; one on any other topic is acknowledged and ignored
+ * with a log line. On the ESP32 use esp-mqtt with the same settings. */
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
@@ -129,14 +131,16 @@ bool hal_link_open(const char *url)
     /* CONNECT: MQTT 3.1.1, username + password, will "offline" retained QoS 1, persistent */
     p += put_str(p, "MQTT", 4);
     *p++ = 4;
-    *p++ = (uint8_t)(0x80u | (token[0] ? 0x40u : 0u) | 0x20u | 0x08u | 0x04u);
+    *p++ = (uint8_t)((token[0] ? 0xC0u : 0u) | 0x20u | 0x08u | 0x04u);
     *p++ = 0;
     *p++ = 60; /* keep-alive seconds */
     p += put_str(p, id, strlen(id));
     p += put_str(p, status, strlen(status));
     p += put_str(p, "offline", 7);
-    p += put_str(p, id, strlen(id));
-    if (token[0]) { p += put_str(p, token, strlen(token)); }
+    if (token[0]) {
+        p += put_str(p, id, strlen(id));
+        p += put_str(p, token, strlen(token));
+    }
     if (!send_packet(0x10, (size_t)(p - pkt - 5)) || recv_packet(&head, &len, hal_millis() + 5000u) != 1 ||
         head != 0x20 || len != 2 || pkt[1] != 0) {
         hal_log("the broker refused the login of %s", id);
@@ -169,11 +173,23 @@ int hal_link_recv(uint8_t *buf, size_t cap, size_t *len, uint32_t timeout_ms)
     while (sock >= 0) {
         uint8_t head;
         size_t n, topic_len, at;
+        bool mine;
         int r = recv_packet(&head, &n, deadline);
         if (r <= 0) { return r; }
         if ((head & 0xF0u) != 0x30u || n < 2) { continue; } /* PUBACK, PINGRESP...: nothing to do */
         topic_len = (size_t)(pkt[0] << 8 | pkt[1]);
         at = 2 + topic_len;
+        if (at > n) { return -1; }
+        mine = topic_len == strlen(down) && memcmp(pkt + 2, down, topic_len) == 0;
+        if (!mine) { /* not our downlink (another device's retained status...): never decoded as ours */
+            hal_log("ignored a publish on %.*s: not %s", (int)(topic_len < 100u ? topic_len : 100u), (const char *)(pkt + 2), down);
+            if ((head & 0x06u) && at + 2 <= n) { /* still acknowledged, or the broker resends it */
+                pkt[5] = pkt[at];
+                pkt[6] = pkt[at + 1];
+                if (!send_packet(0x40, 2)) { return -1; }
+            }
+            continue;
+        }
         if ((head & 0x06u) && at + 2 <= n) { /* QoS 1: acknowledge */
             uint8_t id_hi = pkt[at], id_lo = pkt[at + 1];
             at += 2;

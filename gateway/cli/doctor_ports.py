@@ -46,6 +46,10 @@ def listeners(cfg: GatewayConfig) -> list[Listener]:
         ports.append(Listener("CoAP (UDP)", host, coap_port, udp, "coap.port",
                               lambda: gateway_probe.coap(host, coap_port)))
     x = cfg.xiaozhi
+    if x.enabled and x.mqtt_udp and cfg.mqtt.enabled and not cfg.mqtt.host:  # the boxes' own small broker
+        xz_port = x.mqtt_port
+        ports.append(Listener("xiaozhi MQTT broker", host, xz_port, tcp, "xiaozhi.mqtt_port",
+                              lambda: gateway_probe.mqtt(host, xz_port)))
     if x.enabled and x.mqtt_udp and cfg.mqtt.enabled:  # a datagram without a session gets no answer
         ports.append(Listener("xiaozhi UDP audio", host, x.udp_port, udp, "xiaozhi.udp_port",
                               lambda: "bound (audio datagrams are answered only within a box's session)"))

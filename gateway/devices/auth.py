@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from firmware_protocol import Hello
+from gateway.devices.broker_password import mosquitto_hash
 from gateway.devices.database import Database
 
 log = logging.getLogger(__name__)
@@ -39,11 +40,17 @@ def add_device(conn: sqlite3.Connection, device_id: str, name: str = "") -> str:
     """Register a device (or give it a new token); returns the new token (shown once)."""
     token = secrets.token_urlsafe(24)
     conn.execute(
-        "INSERT INTO devices (device_id, token_hash, name, created_at) VALUES (?, ?, ?, ?)"
-        " ON CONFLICT (device_id) DO UPDATE SET token_hash = excluded.token_hash, name = excluded.name",
-        (device_id, _hash(token), name, time.time()),
+        "INSERT INTO devices (device_id, token_hash, name, created_at, broker_hash) VALUES (?, ?, ?, ?, ?)"
+        " ON CONFLICT (device_id) DO UPDATE SET token_hash = excluded.token_hash, name = excluded.name,"
+        " broker_hash = excluded.broker_hash",
+        (device_id, _hash(token), name, time.time(), mosquitto_hash(token)),
     )
     return token
+
+
+def broker_logins(conn: sqlite3.Connection) -> list[tuple[str, str | None]]:
+    """(device id, mosquitto password hash or None for a token made before it was stored), by id."""
+    return list(conn.execute("SELECT device_id, broker_hash FROM devices ORDER BY device_id"))
 
 
 def remove_device(conn: sqlite3.Connection, device_id: str) -> bool:
@@ -116,6 +123,9 @@ class Authenticator:
 
     async def is_registered(self, device_id: str) -> bool:
         return await self._db.run(get_device, device_id) is not None
+
+    async def broker_logins(self) -> list[tuple[str, str | None]]:
+        return await self._db.run(broker_logins)
 
     async def check_credentials(self, username: str | None, password: str | None) -> bool:
         """For a broker login (username = device id, password = token): may this client connect?"""

@@ -26,7 +26,8 @@ CREATE TABLE IF NOT EXISTS devices (
     token_hash  TEXT NOT NULL,
     name        TEXT NOT NULL DEFAULT '',
     created_at  REAL NOT NULL,
-    last_seen   REAL
+    last_seen   REAL,
+    broker_hash TEXT  -- the token as the embedded mosquitto's password file has it (broker_password.py)
 );
 CREATE TABLE IF NOT EXISTS readings (
     id          INTEGER PRIMARY KEY,
@@ -70,6 +71,9 @@ def connect(path: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("PRAGMA busy_timeout=10000")
     conn.executescript(SCHEMA)
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(devices)")}
+    if "broker_hash" not in columns:  # a database from before the embedded mosquitto
+        conn.execute("ALTER TABLE devices ADD COLUMN broker_hash TEXT")
     return conn
 
 

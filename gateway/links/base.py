@@ -47,6 +47,15 @@ ConnectionHandler = Callable[[DeviceConnection], Awaitable[None]]
 CredentialCheck = Callable[[str | None, str | None], Awaitable[bool]]
 
 
+# The registered devices' broker logins: (device id, mosquitto password hash or None), for the
+# embedded mosquitto's password file and ACL (gateway/links/mosquitto.py).
+BrokerLogins = Callable[[], Awaitable[list[tuple[str, str | None]]]]
+
+
+async def no_logins() -> list[tuple[str, str | None]]:
+    return []
+
+
 async def open_door(username: str | None, password: str | None) -> bool:
     return True
 
@@ -74,6 +83,7 @@ class LinkServices:
 
     bus: EventBus | None = None
     check_credentials: CredentialCheck = open_door
+    broker_logins: BrokerLogins = no_logins
     # Runs a connection whose device the link authenticated itself (a xiaozhi box's broker login,
     # checked against the registry), so its Hello's token is not checked again; None: `handler`.
     serve_authenticated: ConnectionHandler | None = None

@@ -12,16 +12,25 @@ sent while it was away are delivered when it is back. A device's first message o
 device has a bounded inbox: when the core falls behind, new messages are dropped and counted
 (audio is real-time anyway; an unacked SensorReading is resent by the device).
 
-Other protocols can share the broker as *extensions* (gateway/links/mqtt_extension.py: the
+`embedded`: the gateway runs the broker itself, Debian's mosquitto (gateway/links/mosquitto.py,
+its logins and ACL from the device registry); otherwise it is a client of `host:port`.
+
+Other protocols can share the link as *extensions* (gateway/links/mqtt_extension.py: the
 xiaozhi boxes' MQTT+UDP): their topics are subscribed and handed to them, and they run beside.
+With the embedded broker they get a small amqtt broker of their own on `extension_port`
+(gateway/links/mqtt_broker.py), because their clients need the broker to subscribe them, which
+mosquitto cannot do.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import tempfile
 from collections import deque
 from collections.abc import Sequence
+from pathlib import Path
 
 import paho.mqtt.client as paho
 
@@ -30,13 +39,13 @@ from firmware_protocol.messages import DEVICE_ID_PATTERN
 from gateway.links.mqtt_dedup import RedeliveryFilter
 from gateway.links.base import ConnectionHandler, LinkClosed, LinkServices
 from gateway.links.mqtt_broker import EmbeddedBroker
-from gateway.links.mqtt_client import AsyncPaho, MqttConnectError
+from gateway.links.mosquitto import MosquittoBroker, MosquittoMissing
+from gateway.links.mqtt_client import AsyncPaho, stay_connected
 from gateway.links.mqtt_extension import BrokerAddress, MqttExtension
 
 log = logging.getLogger(__name__)
 
-RECONNECT_FIRST_S = 0.2
-RECONNECT_MAX_S = 10.0
+PACKET_OVERHEAD = 1024  # mosquitto's max_packet_size counts the header and topic beside the payload
 
 
 def qos_for(message: Message) -> int:
@@ -106,9 +115,12 @@ class MqttLink:
         inbox_messages: int = 256,
         offline_queue: int = 1000,
         extensions: Sequence[MqttExtension] = (),
+        broker_folder: Path | None = None,
+        extension_port: int = 1884,
     ) -> None:
-        """`embedded`: run the broker in-process on host:port (the link then logs in to it); its
-        device logins are checked by `services.check_credentials` (the gateway's Authenticator)."""
+        """`embedded`: run mosquitto on host:port with its files in `broker_folder` (None: a
+        temporary one), its device logins from `services.broker_logins` (the registry); the
+        extensions' amqtt broker on `extension_port` checks logins with `services.check_credentials`."""
         self.host, self.port = host, port
         self.embedded = embedded
         self.prefix = topic_prefix
@@ -119,6 +131,10 @@ class MqttLink:
         self.inbox_messages = inbox_messages  # per device; newer messages are dropped when full
         self.offline_queue = offline_queue  # QoS 1 messages paho keeps while the broker is away
         self.extensions = tuple(extensions)
+        self.broker_folder = broker_folder
+        self.extension_port = extension_port
+        self._ext_client: AsyncPaho | None = None
+        self.broker: MosquittoBroker | None = None  # the embedded one, while serving
         self.connections: dict[str, MqttDeviceConnection] = {}
         self._redeliveries = RedeliveryFilter()
         self.connects = 0  # successful (re)connections to the broker
@@ -131,9 +147,15 @@ class MqttLink:
         assert self._client is not None
         self._client.subscribe(f"{self.prefix}/+/up", 1)
         self._client.subscribe(f"{self.prefix}/+/status", 1)
+        if self._ext_client is None:  # the extensions share this broker (an external one)
+            self._subscribe_extensions(self._client)
+
+    def _subscribe_extensions(self, client: AsyncPaho | None = None) -> None:
+        client = client or self._ext_client
+        assert client is not None
         for extension in self.extensions:
             for topic_filter in extension.topic_filters:
-                self._client.subscribe(topic_filter, 0)
+                client.subscribe(topic_filter, 0)
 
     def _on_message(self, msg: paho.MQTTMessage) -> None:
         for extension in self.extensions:
@@ -179,9 +201,10 @@ class MqttLink:
 
     def publish_raw(self, topic: str, payload: bytes) -> None:
         """For extensions: one QoS 0 publish (paho drops it while the broker is away)."""
-        if self._client is None:
+        client = self._ext_client or self._client
+        if client is None:
             raise LinkClosed("not connected to the broker")
-        self._client.publish(topic, payload, 0)
+        client.publish(topic, payload, 0)
 
     def _broker_host(self) -> str:
         if self.embedded and self.host in ("", "0.0.0.0", "::"):
@@ -195,62 +218,79 @@ class MqttLink:
     async def serve(self, handler: ConnectionHandler, ready: asyncio.Event | None = None,
                     services: LinkServices | None = None) -> None:
         self._handler = handler
-        broker = None
-        if self.embedded:
-            broker = EmbeddedBroker(self.host, self.port, self.prefix, (services or LinkServices()).check_credentials,
-                                    self.extensions)
-            try:
-                await broker.start()
-            except OSError as exc:  # the gateway's start-up names the port, its key and its holder
-                log.error("mqtt: the embedded broker cannot listen on %s:%d (%s); change mqtt.port or set "
-                          "mqtt.host to an external broker", self.host, self.port, exc.strerror or exc)
-                raise
-            self.port = broker.port
-            self.username, self.password = broker.gateway_user, broker.gateway_password
-        try:
+        services = services or LinkServices()
+        async with contextlib.AsyncExitStack() as stack:
+            broker = None
+            if self.embedded:
+                broker = await self._start_broker(services, stack)
+            ext_address = BrokerAddress("" if self.embedded else self.host, self.port, self.embedded)
+            if self.embedded and self.extensions:
+                ext_address = await self._start_extension_broker(services, stack)
             async with asyncio.TaskGroup() as tg:
                 self._tg = tg
-                address = BrokerAddress("" if self.embedded else self.host, self.port, self.embedded)
+                if broker is not None:
+                    tg.create_task(broker.supervise(), name="mosquitto")
+                if self._ext_client is not None:
+                    tg.create_task(stay_connected(self._ext_client, "127.0.0.1", ext_address.port, "mqtt (extensions)",
+                                                  None, asyncio.Event()), name="mqtt-extensions")
                 for extension in self.extensions:  # listening before the link says it is ready
                     listening = asyncio.Event()
-                    tg.create_task(extension.serve(self.publish_raw, handler, services or LinkServices(), address,
+                    tg.create_task(extension.serve(self.publish_raw, handler, services, ext_address,
                                                    listening), name=f"mqtt-{extension.name}")
                     await listening.wait()
-                await self._supervise(ready)
-        finally:
-            if broker is not None:
-                await broker.stop()
+                self._client = AsyncPaho(self.client_id, self._on_message, protocol=self.protocol,
+                                         username=self.username, password=self.password, persistent=True,
+                                         on_connect=self._subscribe, max_queued=self.offline_queue)
+                await stay_connected(self._client, self._broker_host(), self.port, "mqtt", ready, self.connected,
+                                     self._count_connect)
 
-    async def _supervise(self, ready: asyncio.Event | None) -> None:
-        """Connect, stay connected, reconnect with back-off; devices' sessions end on each loss."""
-        delay = RECONNECT_FIRST_S
-        self._client = AsyncPaho(self.client_id, self._on_message, protocol=self.protocol, username=self.username,
-                                 password=self.password, persistent=True, on_connect=self._subscribe,
-                                 max_queued=self.offline_queue)
-        while True:
-            try:
-                await self._client.connect(self._broker_host(), self.port)
-            except MqttConnectError as exc:
-                log.warning("mqtt: %s; retrying in %.1f s", exc, delay)
-                if ready is not None:
-                    ready.set()  # the gateway runs; this link joins when the broker is back
-                await asyncio.sleep(delay)  # reconnect back-off
-                delay = min(delay * 2, RECONNECT_MAX_S)
-                continue
-            self.connects += 1
-            self.connected.set()
-            delay = RECONNECT_FIRST_S
-            log.info("mqtt: connected to %s:%d (MQTT %s), topics %s/+/up", self.host, self.port, self.protocol, self.prefix)
-            if ready is not None:
-                ready.set()
-            try:
-                await self._client.disconnected.wait()
-            except asyncio.CancelledError:
-                await self._client.disconnect()
-                raise
-            self.connected.clear()
-            # Device sessions live on: the persistent session delivers what was queued meanwhile.
-            log.warning("mqtt: lost the broker %s:%d; reconnecting", self.host, self.port)
+    def _count_connect(self) -> None:
+        self.connects += 1
+        log.info("mqtt: connected to %s:%d (MQTT %s), topics %s/+/up", self.host, self.port, self.protocol, self.prefix)
+
+    async def _start_broker(self, services: LinkServices, stack: contextlib.AsyncExitStack) -> MosquittoBroker:
+        """The embedded mosquitto for the gateway's own topics; the link then logs in to it."""
+        if self.broker_folder is None:  # served on its own (tests, benchmarks): a folder of its own
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gateway-mosquitto-")))
+        else:
+            folder = self.broker_folder
+        open_enrolment = services.enrolment.open_enrolment if services.enrolment is not None else True
+        broker = MosquittoBroker(folder, self.host, self.port, self.prefix, self.max_frame_bytes + PACKET_OVERHEAD,
+                                 services.broker_logins, open_enrolment)
+        try:
+            await broker.start()
+        except MosquittoMissing as exc:
+            log.error("mqtt: %s (or set mqtt.host to an external broker, or mqtt.enabled: false)", exc)
+            raise
+        except OSError as exc:  # the gateway's start-up names the port, its key and its holder
+            log.error("mqtt: the embedded broker cannot listen on %s:%d (%s); change mqtt.port or set "
+                      "mqtt.host to an external broker", self.host, self.port, exc.strerror or exc)
+            raise
+        stack.push_async_callback(broker.stop)
+        self.broker = broker
+        self.port = broker.port
+        self.username, self.password = broker.gateway_user, broker.gateway_password
+        self.client_id = broker.gateway_user  # with open enrolment the broker lets clients pick their id
+        return broker
+
+    async def _start_extension_broker(self, services: LinkServices,
+                                      stack: contextlib.AsyncExitStack) -> BrokerAddress:
+        """The extensions' own small amqtt broker (their clients need the broker to subscribe them)."""
+        broker = EmbeddedBroker(self.host, self.extension_port, self.prefix, services.check_credentials,
+                                self.extensions, own_topics=False)
+        try:
+            await broker.start()
+        except OSError as exc:
+            log.error("mqtt: the extensions' broker (xiaozhi MQTT+UDP) cannot listen on %s:%d (%s); change "
+                      "xiaozhi.mqtt_port", self.host, self.extension_port, exc.strerror or exc)
+            raise
+        stack.push_async_callback(broker.stop)
+        self.extension_port = broker.port  # the bound one, when 0 was asked for
+        self._ext_client = AsyncPaho(broker.gateway_user, self._on_message, username=broker.gateway_user,
+                                     password=broker.gateway_password, persistent=False,
+                                     on_connect=self._subscribe_extensions)
+        stack.push_async_callback(self._ext_client.disconnect)
+        return BrokerAddress("", broker.port, True)
 
 
 def _valid_device_id(device_id: str) -> bool:

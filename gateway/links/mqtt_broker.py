@@ -1,7 +1,12 @@
-"""The embedded MQTT broker (amqtt, pure-Python asyncio, MQTT 3.1.1) with per-device auth + ACL.
+"""A small in-process MQTT broker (amqtt, pure-Python asyncio, MQTT 3.1.1) with per-device auth + ACL.
 
-`gateway run` starts it when no external broker is configured, so an MQTT device needs nothing
-else installed. Devices log in with username = device id and password = the device's token
+Not the gateway's embedded broker (that is mosquitto, gateway/links/mosquitto.py): this one serves
+only the MQTT link's extensions (the xiaozhi boxes' MQTT+UDP) on a port of their own, because it
+can subscribe a login to topics when it connects, which mosquitto cannot (`own_topics=False`:
+the gateway's `P/<id>/...` topics are refused here). Known weakness (docs/XIAOZHI.md): amqtt
+handles a CONNECT's client id before it checks the login, so a CONNECT reusing a box's client id
+drops that box's session even with a wrong password; the gateway's own client id here is random
+per start, so its session cannot be targeted. Devices log in with username = device id and password = the device's token
 (`gateway devices add`); the gateway itself logs in with a random secret made at start-up. A
 device may only publish `P/<its id>/up|status` and subscribe `P/<its id>/down`. With open
 enrolment an unregistered device (or an anonymous client) is let in, still confined to its own
@@ -48,6 +53,7 @@ class DeviceTopicPlugin(BaseTopicPlugin):
     class Config:
         prefix: str = "gw"
         gateway_user: str = ""
+        own_topics: bool = True  # False: only the extensions' topics
         extensions: Any = ()  # MqttExtensions, handed in by EmbeddedBroker
 
     async def topic_filtering(
@@ -67,7 +73,7 @@ class DeviceTopicPlugin(BaseTopicPlugin):
                                 user, action, topic)
                 return verdict
         parts = topic.split("/")
-        if len(parts) != 3 or parts[0] != cfg.prefix or (user is not None and parts[1] != user):
+        if not cfg.own_topics or len(parts) != 3 or parts[0] != cfg.prefix or (user is not None and parts[1] != user):
             allowed = False
         elif action == Action.PUBLISH:
             allowed = parts[2] in ("up", "status")
@@ -89,9 +95,9 @@ class DeviceTopicPlugin(BaseTopicPlugin):
 
 class EmbeddedBroker:
     def __init__(self, host: str, port: int, prefix: str, device_check: CredentialCheck,
-                 extensions: Sequence[MqttExtension] = ()) -> None:
+                 extensions: Sequence[MqttExtension] = (), own_topics: bool = True) -> None:
         self.host, self.port = host, port
-        self.gateway_user = "edge-gateway"
+        self.gateway_user = f"edge-gateway-{secrets.token_hex(8)}"  # also its client id: not guessable
         self.gateway_password = secrets.token_urlsafe(24)
         self._device_check = device_check
         self._broker = Broker(
@@ -100,7 +106,7 @@ class EmbeddedBroker:
                 "plugins": {
                     f"{__name__}.DeviceAuthPlugin": {"check": self._check},
                     f"{__name__}.DeviceTopicPlugin": {"prefix": prefix, "gateway_user": self.gateway_user,
-                                                      "extensions": tuple(extensions)},
+                                                      "extensions": tuple(extensions), "own_topics": own_topics},
                 },
             }
         )

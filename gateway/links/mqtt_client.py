@@ -2,8 +2,10 @@
 
 paho's socket is watched with the loop's reader/writer callbacks (`loop_read` / `loop_write`),
 and a small task runs `loop_misc` (keep-alive pings, retries) once a second. So paho's callbacks
-run on the event loop thread, in order, and can touch asyncio objects directly. Used by the
-gateway's MQTT link and by MQTT devices (the simulator, tests).
+run on the event loop thread, in order, and can touch asyncio objects directly. Only paho's
+`connect` (name lookup + TCP connect, up to paho's 5 s connect timeout when the broker is
+unreachable) runs on a worker thread; the socket callbacks it makes there are handed to the
+loop. Used by the gateway's MQTT link and by MQTT devices (the simulator, tests).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -21,6 +24,8 @@ from paho.mqtt.properties import Properties
 
 log = logging.getLogger(__name__)
 
+RECONNECT_FIRST_S = 0.2
+RECONNECT_MAX_S = 10.0
 SESSION_EXPIRY_S = 24 * 3600  # MQTT 5: how long the broker keeps a persistent session
 
 
@@ -74,25 +79,39 @@ class AsyncPaho:
         self.client.on_disconnect = self._on_disconnect
         self.client.on_socket_open = self._on_socket_open
         self.client.on_socket_close = self._on_socket_close
-        self.client.on_socket_register_write = lambda c, u, sock: self._loop.add_writer(sock, c.loop_write)
-        self.client.on_socket_unregister_write = lambda c, u, sock: self._loop.remove_writer(sock)
+        self.client.on_socket_register_write = lambda c, u, sock: self._on_loop(self._loop.add_writer, sock, c.loop_write)
+        self.client.on_socket_unregister_write = lambda c, u, sock: self._on_loop(self._loop.remove_writer, sock)
+        self._loop_thread = threading.get_ident()
         self._connack: asyncio.Future[str | None] | None = None
         self.disconnected = asyncio.Event()
         self._misc: asyncio.Task[None] | None = None
 
-    # -- paho callbacks (run on the loop thread) --------------------------------------------------
+    # -- paho callbacks (on the loop thread; the socket ones also from `connect`'s worker) --------
+
+    def _on_loop(self, fn: Callable[..., object], *args: object) -> None:
+        if threading.get_ident() == self._loop_thread:
+            fn(*args)
+        else:
+            self._loop.call_soon_threadsafe(fn, *args)
 
     def _on_socket_open(self, client: paho.Client, userdata: object, sock: socket.socket) -> None:
         try:  # paho leaves Nagle on: each small publish then waits for the previous one's TCP ack,
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # ~5x fewer messages/s
         except (AttributeError, OSError):  # not a TCP socket (a unix socket, paho's WebSocket wrapper)
             pass
+        self._on_loop(self._watch, client, sock)
+
+    def _watch(self, client: paho.Client, sock: socket.socket) -> None:
         self._loop.add_reader(sock, client.loop_read)
         self._misc = self._loop.create_task(self._misc_loop())
 
     def _on_socket_close(self, client: paho.Client, userdata: object, sock: socket.socket) -> None:
-        self._loop.remove_reader(sock)
-        self._loop.remove_writer(sock)
+        self._on_loop(self._unwatch, sock.fileno())  # the number: the socket is closed right after
+
+    def _unwatch(self, fd: int) -> None:
+        if fd >= 0:
+            self._loop.remove_reader(fd)
+            self._loop.remove_writer(fd)
         if self._misc is not None:
             self._misc.cancel()
 
@@ -123,9 +142,8 @@ class AsyncPaho:
             props = Properties(PacketTypes.CONNECT)
             props.SessionExpiryInterval = SESSION_EXPIRY_S if self.persistent else 0
             kwargs = {"clean_start": not self.persistent, "properties": props}
-        try:
-            # A TCP connect to a LAN or local broker: quick, done once per (re)connection.
-            self.client.connect(host, port, keepalive, **kwargs)
+        try:  # on a worker: an unreachable broker holds it for paho's connect timeout (5 s)
+            await asyncio.to_thread(self.client.connect, host, port, keepalive, **kwargs)
         except OSError as exc:
             raise MqttConnectError(f"cannot reach {host}:{port}: {exc.strerror or exc}") from None
         try:
@@ -151,3 +169,34 @@ class AsyncPaho:
         if self._misc is not None:  # the timer task of the last socket: ended (cancelled) with it
             self._misc.cancel()
             await asyncio.wait([self._misc])
+
+
+async def stay_connected(client: AsyncPaho, host: str, port: int, label: str, ready: asyncio.Event | None,
+                         connected: asyncio.Event, on_connected: Callable[[], None] | None = None) -> None:
+    """Connect, stay connected, reconnect with back-off, until cancelled; `ready` is set after
+    the first attempt either way (the gateway runs, the link joins when the broker is back)."""
+    delay = RECONNECT_FIRST_S
+    while True:
+        try:
+            await client.connect(host, port)
+        except MqttConnectError as exc:
+            log.warning("%s: %s; retrying in %.1f s", label, exc, delay)
+            if ready is not None:
+                ready.set()
+            await asyncio.sleep(delay)  # reconnect back-off
+            delay = min(delay * 2, RECONNECT_MAX_S)
+            continue
+        connected.set()
+        delay = RECONNECT_FIRST_S
+        if on_connected is not None:
+            on_connected()
+        if ready is not None:
+            ready.set()
+        try:
+            await client.disconnected.wait()
+        except asyncio.CancelledError:
+            await client.disconnect()
+            raise
+        connected.clear()
+        # Device sessions live on: the persistent session delivers what was queued meanwhile.
+        log.warning("%s: lost the broker %s:%d; reconnecting", label, host, port)

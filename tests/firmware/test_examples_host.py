@@ -203,6 +203,7 @@ async def test_host_bp_sensor_over_mqtt_logs_in_with_its_token_and_retries_until
         await asyncio.wait_for(ready.wait(), 10)
         await asyncio.wait_for(link.connected.wait(), 10)
         token = await gateway.db.run(add_device, "mqtt-bp-c", "")
+        await link.broker.reload()  # the embedded mosquitto reads the new login now, not at its next poll
         url = f"mqtt://mqtt-bp-c:{token}@127.0.0.1:{link.port}"
         code, log = await run_host(host_bin / "bp_sensor_mqtt_host", url, "mqtt-bp-c", tmp_path / "seq",
                                    "--token", token, "--lose-acks", "1", "126/84/70", "117/75")  # fmt: skip

@@ -43,6 +43,7 @@ async def test_a_spoken_question_is_answered_over_mqtt_through_the_embedded_brok
     try:
         await asyncio.wait_for(link.connected.wait(), 10)
         token = await gateway.db.run(add_device, "mqtt-box", "")
+        await link.broker.reload()  # the embedded mosquitto reads the new login now, not at its next poll
         audio, rate = speak("What time is it?")
         url = f"mqtt://127.0.0.1:{link.port}"
         result = await simulate(url, audio, rate, device_id="mqtt-box", token=token, transport="mqtt",

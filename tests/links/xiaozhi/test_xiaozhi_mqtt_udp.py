@@ -42,7 +42,7 @@ async def serve_mqtt_udp(cfg: GatewayConfig, runner: EngineRunner, broker_port: 
     ws = WebSocketLink("127.0.0.1", 0, s.websocket_path, s.max_frame_bytes, [endpoint])
     external = broker_port is not None
     mqtt = MqttLink("127.0.0.1", broker_port or 0, embedded=not external, extensions=[extension],
-                    client_id="edge-gateway-xz", max_frame_bytes=s.max_frame_bytes)
+                    client_id="edge-gateway-xz", max_frame_bytes=s.max_frame_bytes, extension_port=0)
     ready = asyncio.Event()
     task = asyncio.create_task(Gateway(cfg, runner, [ws, mqtt]).serve(ready))
     await asyncio.wait_for(ready.wait(), 10)
@@ -126,7 +126,8 @@ async def test_the_ota_answer_offers_mqtt_with_the_boxs_login_and_topics(xz_mqtt
     box = XiaozhiMqttBox(mac="a0:b1:c2:10:00:01", client_id="5a4e8a76-0000-4000-8000-000000000001")
     status, reply = await box.ota(xz_mqtt["ota"])
     m = reply["mqtt"]
-    assert m["endpoint"] == f"127.0.0.1:{xz_mqtt['mqtt'].port}"  # the address the OTA came in on, not 8883 (TLS)
+    # the address the OTA came in on, not 8883 (TLS); with the embedded mosquitto, the boxes' own broker
+    assert m["endpoint"] == f"127.0.0.1:{xz_mqtt['mqtt'].extension_port}"
     assert m["client_id"] == "GID_edge@@@a0_b1_c2_10_00_01@@@5a4e8a76-0000-4000-8000-000000000001"
     assert m["username"] == "xiaozhi-a0b1c2100001" and m["password"] == reply["websocket"]["token"]
     assert m["publish_topic"] == "xiaozhi/xiaozhi-a0b1c2100001/up"

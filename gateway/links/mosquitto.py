@@ -1,0 +1,265 @@
+"""The embedded MQTT broker: Debian's mosquitto, run and supervised by the gateway.
+
+`start` writes the config, password file and ACL (gateway/links/mosquitto_files.py) into the
+broker folder and starts `mosquitto -c`; `supervise` forwards its log lines into the gateway's
+log, restarts it with a back-off when it dies, and rewrites the password file and ACL and sends
+SIGHUP when the device registry changes (polled: `gateway devices add` runs in another process);
+`stop` ends it with SIGTERM (it saves its persistent sessions). MQTT 5 and 3.1.1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import logging
+import os
+import secrets
+import shutil
+import signal
+import socket
+from pathlib import Path
+
+from gateway.devices.broker_password import mosquitto_hash
+from gateway.links.base import BrokerLogins
+from gateway.links.mosquitto_files import BrokerSettings, render_acl, render_config, render_passwd
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = "the embedded MQTT broker is Debian's mosquitto: install it with `sudo apt install mosquitto`"
+RESTART_FIRST_S = 0.5
+RESTART_MAX_S = 30.0
+START_TIMEOUT_S = 10.0
+
+
+class MosquittoMissing(Exception):
+    """mosquitto is not installed; str() says what to install."""
+
+
+def find_mosquitto() -> str | None:
+    found = shutil.which("mosquitto")
+    if found is None and os.access("/usr/sbin/mosquitto", os.X_OK):  # not on a normal user's PATH
+        found = "/usr/sbin/mosquitto"
+    return found
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host or "0.0.0.0", 0))
+        return s.getsockname()[1]
+
+
+class MosquittoBroker:
+    def __init__(self, folder: Path, host: str, port: int, prefix: str, max_packet_size: int,
+                 logins: BrokerLogins, open_enrolment: bool, poll_s: float = 2.0) -> None:
+        self.folder = folder
+        self.host, self.port = host, port
+        self.prefix = prefix
+        self.max_packet_size = max_packet_size
+        self.open_enrolment = open_enrolment
+        self._logins = logins
+        self._poll_s = poll_s
+        self.gateway_user = ""
+        self.gateway_password = secrets.token_urlsafe(24)
+        self._gateway_hash = mosquitto_hash(self.gateway_password)
+        self._registry: list[tuple[str, str | None]] = []
+        self._proc: asyncio.subprocess.Process | None = None
+        self._stopping = False
+        self.restarts = 0
+        self.reloads = 0
+        self._peers = _PeerTracker()
+        self._reloaded = asyncio.Event()
+
+    # ---- files ----------------------------------------------------------------------------------
+    def _settings(self) -> BrokerSettings:
+        return BrokerSettings(self.host, self.port, self.prefix, self.max_packet_size, self.open_enrolment,
+                              self.gateway_user, self.folder, getpass.getuser())
+
+    def _gateway_login(self) -> str:
+        """The gateway's username (= its client id): random, kept so its persistent session stays."""
+        path = self.folder / "gateway-user"
+        if path.is_file() and (name := path.read_text().strip()):
+            return name
+        name = f"edge-gateway-{secrets.token_hex(8)}"
+        path.write_text(name + "\n")
+        return name
+
+    def _write_logins(self) -> None:
+        registered = [device_id for device_id, _ in self._registry]
+        for name, text in (("passwd", render_passwd(self.gateway_user, self._gateway_hash, self._registry)),
+                           ("acl", render_acl(self._settings(), registered))):
+            tmp = self.folder / f"{name}.new"
+            tmp.write_text(text)
+            tmp.chmod(0o600)
+            tmp.replace(self.folder / name)
+
+    def _write_all(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.folder.chmod(0o700)
+        self.gateway_user = self._gateway_login()
+        if self.port == 0:  # tests, benchmarks: any free port
+            self.port = _free_port(self.host)
+        self._write_logins()
+        conf = self.folder / "mosquitto.conf"
+        conf.write_text(render_config(self._settings()))
+
+    # ---- process --------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Write the files and start mosquitto; raises MosquittoMissing, or OSError when it cannot listen."""
+        executable = find_mosquitto()
+        if executable is None:
+            raise MosquittoMissing(INSTALL_HINT)
+        self._registry = await self._logins()
+        self._warn_old_tokens(self._registry)
+        await asyncio.to_thread(self._write_all)
+        await self._spawn(executable)
+        log.info("mqtt broker (embedded mosquitto) listening on %s:%d, enrolment %s", self.host or "*", self.port,
+                 "open (anonymous clients confined to their own client id's topics)" if self.open_enrolment
+                 else "closed (registered devices only)")
+
+    async def _spawn(self, executable: str) -> None:
+        self._proc = await asyncio.create_subprocess_exec(
+            executable, "-c", str(self.folder / "mosquitto.conf"), stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+        assert self._proc.stderr is not None
+        said: list[str] = []
+        try:
+            async with asyncio.timeout(START_TIMEOUT_S):
+                while raw := await self._proc.stderr.readline():
+                    line = raw.decode("utf-8", "replace").strip()
+                    said.append(line)
+                    if line.endswith(" running"):  # "mosquitto version 2.0.11 running"
+                        return
+        except TimeoutError:
+            pass
+        await self._end_process()
+        text = " / ".join(said[-3:]) or "no output"
+        if "Address already in use" in text:
+            raise OSError(98, f"port {self.port} is in use ({text})")
+        raise OSError(f"mosquitto did not start: {text}")
+
+    async def _end_process(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None or proc.returncode is not None:
+            return
+        proc.terminate()  # SIGTERM: mosquitto saves its persistent sessions
+        try:
+            await asyncio.wait_for(proc.wait(), 10)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+
+    async def supervise(self) -> None:
+        """Forward the log, restart mosquitto when it dies, reload the logins; until cancelled."""
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self._watch_registry(), name="mosquitto-registry")
+            delay = RESTART_FIRST_S
+            while True:
+                proc = self._proc
+                assert proc is not None and proc.stderr is not None
+                started = asyncio.get_running_loop().time()
+                while line := await proc.stderr.readline():
+                    self._forward(line.decode("utf-8", "replace").rstrip())
+                code = await proc.wait()
+                if asyncio.get_running_loop().time() - started > 60:
+                    delay = RESTART_FIRST_S
+                log.error("mqtt broker: mosquitto exited (code %s); restarting it in %.1f s", code, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RESTART_MAX_S)
+                executable = find_mosquitto()
+                if executable is None:
+                    log.error("mqtt broker: %s", INSTALL_HINT)
+                    continue
+                try:
+                    await asyncio.to_thread(self._write_logins)
+                    await self._spawn(executable)
+                except OSError as exc:
+                    log.error("mqtt broker: mosquitto did not start again: %s", exc)
+                    self._proc = proc  # its log pipe is at its end: the loop waits and tries again
+                    continue
+                self.restarts += 1
+                log.info("mqtt broker: mosquitto restarted (%d so far)", self.restarts)
+
+    async def _watch_registry(self) -> None:
+        while True:
+            await asyncio.sleep(self._poll_s)
+            try:
+                await self.reload()
+            except Exception as exc:  # a locked or broken database: keep the last logins
+                log.warning("mqtt broker: cannot read the device registry (%s); logins unchanged", exc)
+
+    async def reload(self) -> bool:
+        """Read the registry now; when it changed, rewrite the password file and ACL and SIGHUP
+        mosquitto (which re-reads both). True when it changed."""
+        logins = await self._logins()
+        if logins == self._registry:
+            return False
+        added = sorted({d for d, _ in logins} - {d for d, _ in self._registry})
+        removed = sorted({d for d, _ in self._registry} - {d for d, _ in logins})
+        self._warn_old_tokens([row for row in logins if row not in self._registry])
+        self._registry = logins
+        await asyncio.to_thread(self._write_logins)
+        if self._proc is not None and self._proc.returncode is None:
+            self._reloaded.clear()
+            self._proc.send_signal(signal.SIGHUP)
+            try:  # "Reloading config.": logins after it are checked against the new files
+                await asyncio.wait_for(self._reloaded.wait(), 5)
+            except TimeoutError:
+                log.warning("mqtt broker: mosquitto did not say it reloaded its logins within 5 s")
+        self.reloads += 1
+        log.info("mqtt broker: device logins reloaded (%d devices; added %s, removed %s, others changed token)",
+                 len(logins), ", ".join(added) or "none", ", ".join(removed) or "none")
+        return True
+
+    def _warn_old_tokens(self, rows: list[tuple[str, str | None]]) -> None:
+        for device_id, hashed in rows:
+            if hashed is None:
+                log.warning("mqtt broker: device %s has a token from before the embedded mosquitto, which cannot "
+                            "check it: give it a new one with `gateway devices add %s` to use MQTT",
+                            device_id, device_id)
+
+    def _forward(self, line: str) -> None:
+        if not line:
+            return
+        if line == "Reloading config.":
+            self._reloaded.set()
+        peer = self._peers.see(line)
+        level = logging.INFO
+        if "not authorised" in line or "oversize packet" in line or "closing old connection" in line or "protocol error" in line or "denied" in line.lower():
+            level = logging.WARNING
+        elif line.startswith(("Error", "error")):
+            level = logging.ERROR
+        elif line.startswith(("New connection from", "Client ", "New client connected")):
+            level = logging.DEBUG
+        log.log(level, "mqtt broker: %s%s", line, f" (peer {peer})" if peer and level >= logging.WARNING else "")
+
+    async def stop(self) -> None:
+        await self._end_process()
+
+
+class _PeerTracker:
+    """Names the address behind mosquitto's "Client X disconnected, not authorised." lines, which
+    carry no address: connections not yet logged in, in order, and logged-in ids -> address."""
+
+    def __init__(self) -> None:
+        self._pending: list[str] = []
+        self._by_id: dict[str, str] = {}
+
+    def see(self, line: str) -> str | None:
+        words = line.split()
+        if line.startswith("New connection from") and len(words) >= 4:
+            self._pending = (self._pending + [words[3]])[-64:]
+        elif line.startswith("New client connected from") and len(words) >= 7:
+            address, client = words[4], words[6]
+            with contextlib.suppress(ValueError):
+                self._pending.remove(address)
+            self._by_id[client] = address
+            if len(self._by_id) > 4096:
+                self._by_id.pop(next(iter(self._by_id)))
+        elif line.startswith("Client ") and len(words) >= 2:
+            client = words[1]
+            if client in self._by_id:
+                return self._by_id.pop(client) if " disconnected" in line else self._by_id[client]
+            if " disconnected" in line and self._pending:
+                return self._pending.pop(0)
+        return None

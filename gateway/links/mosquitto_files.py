@@ -1,0 +1,82 @@
+"""The embedded mosquitto's files: its config, its password file and its ACL (gateway/links/mosquitto.py).
+
+Who may do what (docs/MQTT.md "The embedded broker"):
+- the gateway logs in as `gateway_user` (random, kept in the broker folder) with a secret made at
+  each start, and may use every topic;
+- a registered device logs in with username = device id, password = its token (hashed as
+  mosquitto does, gateway/devices/broker_password.py) and may publish `P/<id>/up|status` and read
+  `P/<id>/down`, nothing else (so no retained status of another device reaches it);
+- enrolment closed: nobody else, and `use_username_as_clientid` makes the client id the username,
+  so no login can take the gateway's or another device's session;
+- enrolment open: anonymous clients too (mosquitto refuses clients without a username under
+  `use_username_as_clientid`, so it is off then), each confined by `pattern` lines to
+  `P/<its client id>/...`, with every registered id denied to them and to the other devices.
+  What remains: an anonymous client using a registered device's (or a device's using another's)
+  client id takes over that session (mosquitto drops the older one) though it cannot read or write
+  its topics; the gateway's own id is random, so it cannot be guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class BrokerSettings:
+    host: str
+    port: int
+    prefix: str
+    max_packet_size: int
+    open_enrolment: bool
+    gateway_user: str
+    folder: Path
+    run_as: str  # mosquitto's `user`: it would switch to user mosquitto when started as root
+
+
+def render_config(s: BrokerSettings) -> str:
+    lines = [
+        "# Written by the gateway at each start (gateway/links/mosquitto_files.py); edits are lost.",
+        "per_listener_settings false",
+        f"allow_anonymous {'true' if s.open_enrolment else 'false'}",
+        f"password_file {s.folder / 'passwd'}",
+        f"acl_file {s.folder / 'acl'}",
+        f"max_packet_size {s.max_packet_size}",
+        "persistence true",
+        f"persistence_location {s.folder}/",
+        f"user {s.run_as}",
+        "log_dest stderr",  # unbuffered (stdout to a pipe is block-buffered); the gateway reads the pipe
+        "log_timestamp false",
+        "log_type error",
+        "log_type warning",
+        "log_type notice",
+        "log_type information",
+        "connection_messages true",
+        f"listener {s.port} {s.host}" if s.host else f"listener {s.port}",
+    ]
+    if not s.open_enrolment:
+        lines.append("use_username_as_clientid true")
+    return "\n".join(lines) + "\n"
+
+
+def render_passwd(gateway_user: str, gateway_hash: str, logins: Sequence[tuple[str, str | None]]) -> str:
+    rows = [f"{gateway_user}:{gateway_hash}"]
+    rows += [f"{device_id}:{hashed}" for device_id, hashed in logins if hashed and device_id != gateway_user]
+    return "\n".join(rows) + "\n"
+
+
+def render_acl(s: BrokerSettings, registered: Sequence[str]) -> str:
+    p = s.prefix
+    out = ["# Written by the gateway (gateway/links/mosquitto_files.py) from the device registry."]
+    if s.open_enrolment:
+        out.append("# anonymous clients (devices.open_enrolment): their own client id's topics, no registered id's")
+        out += [f"topic deny {p}/{device_id}/#" for device_id in registered]
+        out += [f"pattern write {p}/%c/up", f"pattern write {p}/%c/status", f"pattern read {p}/%c/down"]
+    out += ["", f"user {s.gateway_user}", "topic readwrite #"]
+    for device_id in registered:
+        out += ["", f"user {device_id}", f"topic write {p}/{device_id}/up", f"topic write {p}/{device_id}/status",
+                f"topic read {p}/{device_id}/down"]
+        if s.open_enrolment:  # the patterns above apply to logins too, with any client id
+            out += [f"topic deny {p}/{other}/#" for other in registered if other != device_id]
+    return "\n".join(out) + "\n"
