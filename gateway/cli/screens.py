@@ -25,12 +25,13 @@ def run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
     sc = cfg.screens
     path = cfg.path(sc.access_key)
     key = screen_key(path, new=args.new)
-    scheme = "https" if sc.tls else "http"
     lan = sc.host in ("0.0.0.0", "::", "")
     hosts = [socket.gethostname(), "127.0.0.1"] if lan else [sc.host]
     print(key)
     print(f"(stored in {path}{'; restart the gateway to use the new key' if args.new else ''})")
-    for host in hosts:
+    for host in hosts:  # with tls the port speaks both: https for other machines, http on this one
+        scheme = "https" if sc.tls and host != "127.0.0.1" else "http"
         print(f"  {page_url(scheme, host, sc.port, key)}")
-    print(f"  Fay clients: {'wss' if sc.tls else 'ws'}://{hosts[0]}:{sc.port}{sc.path}?device=all&key={key}")
+    print(f"  Fay clients: ws://{hosts[0]}:{sc.port}{sc.path}?device=all&key={key}"
+          f"{' (or wss://)' if sc.tls else ''}")
     return 0

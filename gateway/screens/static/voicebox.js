@@ -12,7 +12,7 @@ const T = { HELLO: 0x01, WELCOME: 0x02, PING: 0x03, PONG: 0x04, ERROR: 0x05, AUD
   AUDIO_CHUNK: 0x11, AUDIO_STOP: 0x12, TRANSCRIPT: 0x20, REPLY_TEXT: 0x21, VAD_EVENT: 0x23,
   VISEMES: 0x30, MOUTH: 0x31, ACTION: 0x32, SENTIMENT: 0x33 };
 const CAPS = 1 | 2 | 4 | 8 | 32 | 256; // AUDIO_IN AUDIO_OUT TEXT VISEMES ACTION SCREEN
-const MIC_RATE = 16000, OUT_RATE = 16000, CHUNK_MS = 40;
+const MIC_RATE = 16000, OUT_RATE = 16000, CHUNK_MS = 40, THINKING_MS = 20000;
 const $ = (id) => document.getElementById(id);
 const WS = location.protocol === "https:" ? "wss:" : "ws:"; // same origin: works over https too
 const state = window.voicebox = { mode: "voicebox", status: "connecting", sentMs: 0, transcript: "",
@@ -102,12 +102,15 @@ function runVoicebox(cfg, deviceId) {
   const streams = {}; // stream id -> {rate, t0, runs, text, action, sentiment}
   const stream = (sid) => (streams[sid] = streams[sid] || { rate: OUT_RATE, runs: [], action: null, sentiment: 0 });
   ws.onopen = () => ws.send(hello(deviceId));
-  ws.onclose = () => setStatus("disconnected");
+  ws.onclose = () => { clearTimeout(waiting); setStatus("disconnected"); };
   ws.onmessage = (ev) => {
     const r = new Reader(ev.data), type = r.u8();
-    if (type === T.WELCOME) { setStatus(`connected as ${deviceId}`); $("talk").hidden = false; }
+    if (type === T.WELCOME) { ready(); $("talk").hidden = false; }
     else if (type === T.PING) ws.send(pong(r.u32()));
-    else if (type === T.ERROR) { const code = r.str(); state.errors.push(code + ": " + r.str()); }
+    else if (type === T.ERROR) {
+      const code = r.str(), text = r.str(); state.errors.push(code + ": " + text);
+      if (state.status === "thinking") { clearTimeout(waiting); setStatus(`no reply: ${code}: ${text}`); }
+    }
     else if (type === T.TRANSCRIPT) { state.transcript = r.str(); $("transcript").textContent = state.transcript; }
     else if (type === T.REPLY_TEXT) { const text = r.str(), sid = r.u16(), final = r.u8(); if (!final) stream(sid).text = text; else setStatus("reply done"); }
     else if (type === T.ACTION) { const s = stream(r.u16()); s.action = { code: r.str(), behavior: r.str(), affect: r.str(), intensity: r.u8() / 100, priority: r.u8() }; }
@@ -124,12 +127,29 @@ function runVoicebox(cfg, deviceId) {
       if (seq === 0) { addTimeline(t0, s.runs); showSentence(s.text || "", s.action, s.sentiment); }
     }
   };
-  let mic = null, sid = 0, seq = 0, talking = false;
+  let mic = null, sid = 0, seq = 0, talking = false, waiting = null;
+  const ready = () => setStatus(`connected as ${deviceId}`);
+  function noMicrophone(text) {
+    // Hold-to-talk cannot work here: say why, instead of "listening" or "thinking" forever.
+    state.micProblem = text; talking = false; $("talk").classList.remove("on"); setStatus(text);
+  }
   async function start() {
     if (talking) return;
+    if (!(navigator.mediaDevices && navigator.mediaDevices.getUserMedia)) {
+      noMicrophone(window.isSecureContext ? "no microphone: this browser offers none to the page"
+        : `no microphone: the browser allows it only on https pages; open https://${location.host}${location.pathname} (accept the certificate once)`);
+      return;
+    }
     talking = true; $("talk").classList.add("on"); setStatus("listening");
     const c = audio();
-    const media = await navigator.mediaDevices.getUserMedia({ audio: { echoCancellation: false, noiseSuppression: false, autoGainControl: false } });
+    let media;
+    try {
+      media = await navigator.mediaDevices.getUserMedia({ audio: { echoCancellation: false, noiseSuppression: false, autoGainControl: false } });
+    } catch (err) {
+      noMicrophone(`no microphone: ${err && err.name === "NotAllowedError" ? "permission denied" : (err && err.message) || err}`);
+      return;
+    }
+    if (!talking) { media.getTracks().forEach((t) => t.stop()); ready(); return; } // let go before the microphone came
     const src = c.createMediaStreamSource(media), proc = c.createScriptProcessor(4096, 1, 1);
     const ratio = c.sampleRate / MIC_RATE, per = MIC_RATE * CHUNK_MS / 1000;
     let pending = [];
@@ -154,12 +174,16 @@ function runVoicebox(cfg, deviceId) {
   }
   function stop() {
     if (!talking) return;
-    talking = false; $("talk").classList.remove("on"); setStatus("thinking");
+    talking = false; $("talk").classList.remove("on");
+    if (!mic) return; // nothing was sent (start() puts the status right)
+    setStatus("thinking");
     ws.send(audioStop(sid));
-    if (mic) { mic.proc.disconnect(); mic.src.disconnect(); mic.media.getTracks().forEach((t) => t.stop()); mic = null; }
+    mic.proc.disconnect(); mic.src.disconnect(); mic.media.getTracks().forEach((t) => t.stop()); mic = null;
+    clearTimeout(waiting); // no reply at all (nothing heard): say so instead of thinking forever
+    waiting = setTimeout(() => { if (state.status === "thinking") setStatus("no reply: nothing was heard, hold the button while you speak"); }, THINKING_MS);
   }
   const b = $("talk");
-  b.addEventListener("pointerdown", (e) => { e.preventDefault(); start().catch((err) => { state.errors.push(String(err)); setStatus("no microphone: " + err); }); });
+  b.addEventListener("pointerdown", (e) => { e.preventDefault(); start().catch((err) => { state.errors.push(String(err)); noMicrophone("no microphone: " + err); }); });
   for (const ev of ["pointerup", "pointerleave", "pointercancel"]) b.addEventListener(ev, stop);
 }
 
@@ -170,6 +194,7 @@ const KEY_REFUSED = 4401;
 function soundBlocked(url) {
   // Autoplay is blocked until the user interacts with the page: one tap enables sound.
   state.soundBlocked = true;
+  console.info("autoplay blocked: showing Tap to enable sound");
   const b = $("sound"); b.hidden = false;
   b.onclick = () => { state.soundBlocked = false; b.hidden = true; audio(); new Audio(url).play().catch(() => {}); };
 }
@@ -187,6 +212,7 @@ function runScreen(cfg, device, key) {
     ws.onmessage = (ev) => {
       const msg = JSON.parse(ev.data), d = msg.Data || {};
       if (d.Key === "transcript") { state.transcript = d.Text; $("transcript").textContent = d.Text; }
+      else if (d.Key === "listen") { state.listen = d.Text; setStatus(`watching ${device}: ${d.Text === "woken" ? "woken (" + d.Word.replace(/_/g, " ") + ")" : d.Text}`); }
       else if (d.Key === "audio") {
         let t = 0; const runs = (d.Lips || []).map((l) => { const r = { start: t, dur: l.Time, open: OPEN[l.Lip] || 0 }; t += l.Time; return r; });
         addTimeline(performance.now(), runs);
