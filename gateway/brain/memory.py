@@ -163,19 +163,33 @@ class MemoryBrain(Brain):
 class MemorySession(BrainSession):
     """A connection's session of the memory brain: the turn whose reply waits for `spoken()`."""
 
+    # It may be asked on the speculative transcript (the voice pipeline then synthesizes the first
+    # piece during the endpoint wait): a reply the pipeline may still withdraw writes nothing; an
+    # introduction is remembered once its reply stands (its generator ends without `withdraw`).
+    speculates = True
+
     def __init__(self, brain: MemoryBrain, device_id: str) -> None:
         self._brain = brain
         self._device_id = device_id
         self._unplayed: str | None = None  # the utterance whose reply waits for `spoken()`
+        self._withdrawn = False  # the reply being generated was withdrawn
 
     async def reply(self, utterance: str, ctx: BrainContext) -> AsyncIterator[Sentence]:
-        text = await self._brain.answer(utterance, ctx)
-        if ctx.reports_playback:
-            self._unplayed = utterance
-        else:
+        if not ctx.reports_playback:  # nothing will withdraw it: written at once, as before
+            text = await self._brain.answer(utterance, ctx)
             self._brain.keep_turn(utterance, text, self._device_id)
-        for sentence in sentences_of(text):
-            yield sentence
+            for sentence in sentences_of(text):
+                yield sentence
+            return
+        self._withdrawn = False
+        text = await self._brain.answer(utterance, ctx, capture=False)
+        self._unplayed = utterance
+        try:
+            for sentence in sentences_of(text):
+                yield sentence
+        finally:
+            if not self._withdrawn:
+                self._brain.capture_later(utterance, self._device_id)
 
     def spoken(self, text: str) -> None:
         """What was actually played of the last reply (after it ended or was interrupted): the turn is
@@ -186,3 +200,4 @@ class MemorySession(BrainSession):
 
     def withdraw(self) -> None:
         self._unplayed = None
+        self._withdrawn = True

@@ -18,7 +18,7 @@ from gateway.brain.text import SentenceDivider
 from gateway.engines.base import SynthChunk
 
 MIN_WORDS = 3  # a shorter clause joins the next one (one word alone sounds clipped)
-FIRST_WORDS = 8  # a sentence of more words is cut; its first piece has at most this many
+FIRST_WORDS = 6  # a sentence of more words is cut; its first piece has at most this many
 MAX_WORDS = 12  # a longer later clause is cut at word boundaries into even parts
 CLAUSE_PAUSE_MS = 120  # silence kept at a cut after a comma, ;, : (both sides together)
 WORD_PAUSE_MS = 30  # ... at a cut between words

@@ -8,6 +8,10 @@ sentence is synthesized clause by clause (gateway/voice/pieces.py): its stream s
 first clause's audio and the others follow in the same stream, joined without a gap. Each
 synthesis asks the TTS by a deadline: the reply's first audio now, later audio when what is
 queued ahead of it will have played, so other boxes' first sentences go first.
+`prepare` starts the synthesis of a reply's first piece before the reply is spoken (the brain's
+first sentence on the speculative transcript, during the endpoint's trailing silence): the reply
+that then begins with that piece takes its audio instead of synthesizing it again, so its first
+audio waits only for what the synthesis has left. Nothing of it is sent before `speak`.
 Cancelling the task that runs `speak` stops the reply within one chunk (the synthesis task is
 cancelled and awaited with it); `Playback.open_stream` then names the stream that was cut, for
 the caller's `BargedIn` event (the wire sends its `AudioStop(ABORTED)`, gateway/voice/wire.py).
@@ -63,7 +67,8 @@ class Playback:
     sentences_started: list[Sentence] = field(default_factory=list)
     audio_seconds: float = 0.0
     first_audio_at: float | None = None  # clock time the first audio chunk was handed to the link
-    first_tts_ms: float | None = None  # synthesis time of the first sentence
+    first_tts_ms: float | None = None  # how long the first audio waited for its synthesis
+    first_prepared: bool = False  # its synthesis was started before the reply (`Speaker.prepare`)
     open_stream: int | None = None  # stream id currently playing (for abort)
 
     def shown(self) -> str:
@@ -98,11 +103,39 @@ class Speaker:
         self._on_sentence = on_sentence
         self._on_start = on_start
         self._who = who  # names the device in the engines' wait log lines
+        self._prepared: tuple[str, asyncio.Task[list[SynthChunk]]] | None = None  # (piece text, its synthesis)
 
     def _stream_id(self) -> int:
         sid = self._next_stream
         self._next_stream = sid % 0xFFFF + 1
         return sid
+
+    def prepare(self, sentence: Sentence) -> None:
+        """Start synthesizing the first piece of a reply that will begin with `sentence` (replacing
+        an earlier preparation). `speak` takes it when its reply does; `drop_prepared` cancels it."""
+        self.drop_prepared()
+        if not sentence.speech.strip():
+            return
+        text = synthesis_pieces(sentence.speech)[0]
+        task = asyncio.create_task(self._runner.synthesize(text, who=self._who), name=f"prepare {self._who}")
+        task.add_done_callback(_retrieve)
+        self._prepared = (text, task)
+
+    def drop_prepared(self) -> None:
+        """Cancel a preparation no reply took (the speculative reply was withdrawn)."""
+        if self._prepared is not None:
+            self._prepared[1].cancel()
+            self._prepared = None
+
+    async def _first_piece(self, text: str, play: Playback) -> list[SynthChunk]:
+        """A reply's first piece: the prepared synthesis when it is of `text`, else a new one now."""
+        prepared, self._prepared = self._prepared, None
+        if prepared is not None:
+            if prepared[0] == text:
+                play.first_prepared = True
+                return await prepared[1]
+            prepared[1].cancel()  # stale: another reply began
+        return await self._runner.synthesize(text, who=self._who)
 
     async def _synthesize(self, sentences: AsyncIterator[Sentence], out: asyncio.Queue, play: Playback) -> None:
         bytes_per_s = self._fmt.sample_rate * 2
@@ -119,7 +152,11 @@ class Speaker:
                 offset_ms = 0.0
                 for i, text in enumerate(texts):
                     started = self._clock()
-                    chunks = await self._runner.synthesize(text, who=self._who, deadline=self._due(play, queued_s))
+                    if queued_s == 0.0 and i == 0:
+                        chunks = await self._first_piece(text, play)
+                    else:
+                        chunks = await self._runner.synthesize(text, who=self._who,
+                                                               deadline=self._due(play, queued_s))
                     if play.first_tts_ms is None:
                         play.first_tts_ms = (self._clock() - started) * 1000
                     if len(texts) > 1:
@@ -200,3 +237,9 @@ class Speaker:
         finally:  # owned: ended with the reply (cancelled by a barge-in or a failed send)
             producer.cancel()
             await asyncio.gather(producer, return_exceptions=True)
+
+
+def _retrieve(task: asyncio.Task[list[SynthChunk]]) -> None:
+    """A preparation nobody awaits (dropped) must not log 'exception was never retrieved'."""
+    if not task.cancelled():
+        task.exception()

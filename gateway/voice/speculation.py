@@ -1,12 +1,13 @@
 """A reply started on the speculative transcript, before the endpoint is confirmed.
 
 When trailing silence begins, the conversation already decodes the utterance speculatively. When
-the device's brain session `speculates` (the LLM brain) and `brain.speculate` is on, the reply is
-asked for as soon as that transcript is ready: the brain's slow part (an LLM's first sentence)
-then overlaps the rest of the endpoint wait instead of following it. Only the first sentence is
-fetched ahead; nothing is spoken before the endpoint. If the user resumes, the reply is withdrawn
-(`BrainSession.withdraw`: the session forgets the turn, history and memory) and its generator is
-closed, which cancels the LLM request. Pipeline timing only: it needs nothing of the brain but its
+the device's brain session `speculates` (the LLM, the local and the memory brain) and
+`brain.speculate` is on, the reply is asked for as soon as that transcript is ready: the brain's
+slow part (an LLM's first sentence) then overlaps the rest of the endpoint wait instead of
+following it. Only the first sentence is fetched ahead, and handed to `on_first` (the Speaker's
+`prepare`: its first piece is synthesized during the rest of the wait); nothing is spoken before
+the endpoint. If the user resumes, the reply is withdrawn (`BrainSession.withdraw`: the session
+forgets the turn, history and memory) and its generator is closed, which cancels the LLM request. Pipeline timing only: it needs nothing of the brain but its
 contract (gateway/brain/contract.py).
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from gateway.brain.contract import BrainContext, BrainSession, Sentence
 
@@ -25,8 +26,10 @@ log = logging.getLogger(__name__)
 class SpeculativeReply:
     """Decode (already running) -> session.reply -> its first sentence, held until `sentences()`."""
 
-    def __init__(self, session: BrainSession, ctx: BrainContext, decode: asyncio.Task[tuple[str, float]]) -> None:
+    def __init__(self, session: BrainSession, ctx: BrainContext, decode: asyncio.Task[tuple[str, float]],
+                 on_first: Callable[[Sentence], None] | None = None) -> None:
         self._session = session
+        self._on_first = on_first  # given the first sentence as soon as it is there
         self._ctx = ctx
         self._device_id = ctx.device_id
         self.decode = decode
@@ -43,11 +46,14 @@ class SpeculativeReply:
         self.started = time.monotonic()
         self._gen = self._session.reply(self.text, self._ctx)
         try:
-            return await anext(self._gen)
+            first = await anext(self._gen)
         except StopAsyncIteration:
             return None
         finally:
             self.first_at = time.monotonic()
+        if self._on_first is not None:
+            self._on_first(first)
+        return first
 
     async def sentences(self) -> AsyncIterator[Sentence]:
         """The endpoint is confirmed: the held first sentence, then the rest of the reply."""

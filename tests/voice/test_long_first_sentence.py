@@ -15,7 +15,7 @@ from gateway.brain.contract import Sentence
 from gateway.engines.fake import FakeAsr
 from gateway.expression.device import DeviceExpression
 from gateway.expression.sentence import Expression
-from gateway.voice.pieces import synthesis_pieces
+from gateway.voice.pieces import FIRST_WORDS, synthesis_pieces
 from gateway.voice.speaker import Playback, Speaker
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
@@ -49,10 +49,15 @@ def test_a_long_sentence_is_cut_at_its_clauses_and_a_short_one_is_not() -> None:
     assert len(LONG.split()) == 40
     pieces = synthesis_pieces(LONG)
     assert len(pieces) > 2 and " ".join(pieces) == LONG
-    assert all(3 <= len(p.split()) <= 12 for p in pieces) and len(pieces[0].split()) <= 8
+    assert all(3 <= len(p.split()) <= 12 for p in pieces) and len(pieces[0].split()) <= FIRST_WORDS
+    assert pieces[:2] == ["Your blood pressure this morning", "was 128 over 82,"]  # a long first clause halved
     assert pieces[2] == "measured at a quarter to eight in the bedroom,"  # cut at its clauses
-    assert synthesis_pieces(" ".join(["word"] * 20)) == [" ".join(["word"] * 7)] * 2 + [" ".join(["word"] * 6)]
+    assert synthesis_pieces(" ".join(["word"] * 20)) == [" ".join(["word"] * 5)] * 4
     assert synthesis_pieces("It is 3:05 PM.") == ["It is 3:05 PM."]
+    assert synthesis_pieces("I am doing well, thank you for asking.") == ["I am doing well,", "thank you for asking."]
+    assert synthesis_pieces("Sorry, I did not catch that.") == ["Sorry, I did not catch that."]  # 6 words
+    assert synthesis_pieces("Measured at 7:45 AM today: blood pressure 128 over 82 mmHg, pulse 64 bpm.") == [
+        "Measured at 7:45 AM today:", "blood pressure 128 over 82 mmHg,", "pulse 64 bpm."]
 
 
 @pytest.mark.asyncio(loop_scope="session")
