@@ -234,7 +234,8 @@ def default_links(cfg: GatewayConfig) -> list[DeviceLink]:
                               extensions=mqtt_extensions, extension_port=cfg.xiaozhi.mqtt_port,
                               broker_folder=cfg.path(cfg.devices.database).parent / "mosquitto"))
     if cfg.coap.enabled:
-        links.append(CoapLink(s.host, cfg.coap.port, s.max_frame_bytes, cfg.coap.outbox_bytes, cfg.coap.session_idle_s))
+        links.append(CoapLink(s.host, cfg.coap.port, s.max_frame_bytes, cfg.coap.outbox_bytes, cfg.coap.session_idle_s,
+                              limits))
     return links
 
 

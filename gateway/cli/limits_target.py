@@ -4,10 +4,10 @@ It serves what `gateway run` serves on its WebSocket link (default_links: the se
 login and reading limits, idle close; open files raised toward the hard limit, accept errors
 throttled) on 127.0.0.1 at a free port, with the real Silero VAD (or the fake one with
 `"fake_vad": true`) and the fake ASR and TTS, so it starts in seconds. CONFIG_JSON holds config
-overrides (gateway.yaml keys) and `fake_vad`. It prints `port N` and `pid N` on stdout, logs to
-stderr, and serves until SIGTERM. The abuse tests (tests/links/test_ws_abuse.py) and
-`gateway bench-limits` run it as a separate process, so its file descriptors, log and memory
-are its own.
+overrides (gateway.yaml keys) and `fake_vad`. It prints `port N` on stdout, logs to stderr, and
+serves until SIGTERM. The abuse tests (tests/links/test_ws_exhaustion.py) and
+`gateway bench-limits` start it with `started` as a separate process, so its file descriptors,
+log and memory are its own.
 """
 
 from __future__ import annotations
@@ -15,11 +15,15 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
+import resource
 import signal
+import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from gateway.app import Gateway, default_links
 from gateway.config import parse_config
@@ -59,11 +63,59 @@ async def _serve(overrides: dict[str, Any]) -> None:
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     await ready.wait()
-    print(f"port {ws.port}\npid {os.getpid()}", flush=True)
+    print(f"port {ws.port}", flush=True)
     await stop.wait()
     serving.cancel()
     await asyncio.gather(serving, return_exceptions=True)
     runner.close()
+
+
+class Target:
+    """The running gateway process: its port, its log lines so far, its resident memory."""
+
+    def __init__(self, proc: subprocess.Popen[str], port: int) -> None:
+        self.proc, self.port = proc, port
+        self.url = f"ws://127.0.0.1:{port}/ws"
+        self.log: list[str] = []
+        assert proc.stderr is not None
+        threading.Thread(target=self._read, args=(proc.stderr,), daemon=True).start()
+
+    def _read(self, stream: TextIO) -> None:
+        for line in stream:
+            self.log.append(line.rstrip("\n"))
+
+    def rss_mb(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        raise RuntimeError(f"no VmRSS for pid {self.proc.pid}")
+
+
+@contextmanager
+def started(overrides: dict[str, Any], nofile: int | None = None) -> Iterator[Target]:
+    """Run the target in a process until the block ends; with `nofile`, its soft and hard
+    RLIMIT_NOFILE are that (so raising the soft limit cannot help it)."""
+
+    def limit() -> None:
+        if nofile is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+    proc = subprocess.Popen([sys.executable, "-m", "gateway.cli.limits_target", json.dumps(overrides)],
+                            cwd=CHECKOUT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=limit)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        first = proc.stdout.readline()  # "port N" once it serves (the real VAD loads in seconds)
+        if not first.startswith("port "):
+            raise RuntimeError(f"the target gateway did not start: {proc.stderr.read() if proc.poll() is not None else first}")
+        yield Target(proc, int(first.split()[1]))
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
 
 
 def main() -> None:

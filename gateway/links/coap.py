@@ -13,7 +13,9 @@ replaces D's current session only once it is welcomed (a refused Hello leaves D'
 Every other request carries the session token, the Welcome's session_id, as `?s=<token>`
 (coap_resources.py checks it). A session with no request from D (POST up, GET or observe of
 down) for `session_idle_s` is closed, like a dropped WebSocket: D is offline in the registry
-until its next Hello.
+until its next Hello. With `limits` (gateway/links/limits.py, shared with the WebSocket link) a
+Hello takes a session slot of its address (the response is Error too-many-sessions when there
+is none), and the session's logins and readings are limited per address.
 """
 
 from __future__ import annotations
@@ -26,9 +28,12 @@ from collections.abc import Callable
 
 import aiocoap
 
-from firmware_protocol import Hello, Message, ProtocolError, Welcome, encode_stream_frame
+from aiocoap.util import hostportsplit
+
+from firmware_protocol import Error, Hello, Message, ProtocolError, Welcome, encode_stream_frame
 from gateway.links.base import ConnectionHandler, LinkClosed, LinkServices
 from gateway.links.coap_resources import GatewayResources
+from gateway.links.limits import GuardedConnection, LogThrottle, PeerLimits
 
 log = logging.getLogger(__name__)
 
@@ -117,8 +122,10 @@ class CoapLink:
     name = "coap"
 
     def __init__(self, host: str, port: int, max_frame_bytes: int = 65536, outbox_bytes: int = 1 << 20,
-                 session_idle_s: float = 120.0) -> None:
+                 session_idle_s: float = 120.0, limits: PeerLimits | None = None) -> None:
         self.host, self.port = host, port
+        self.limits = limits  # the gateway's session caps and per-address limits (shared with the WebSocket)
+        self._throttle = LogThrottle(log)
         self.session_idle_s = session_idle_s
         self.outbox_bytes = outbox_bytes
         self.max_frame_bytes = max_frame_bytes
@@ -131,7 +138,13 @@ class CoapLink:
         registry then closes the old one), so a refused Hello leaves D's session alone."""
         conn = CoapDeviceConnection(device_id, peer, self.outbox_bytes, on_welcome=self._welcomed)
         assert self._tg is not None and self._handler is not None
-        self._tg.create_task(self._run(conn), name=f"coap {device_id}")
+        address = hostportsplit(peer)[0]
+        if self.limits is not None and (why := self.limits.admit(address)) is not None:
+            self._throttle.warning(("sessions", address), "%s: too-many-sessions: Hello refused: %s", conn.peer, why)
+            await conn.send(Error(code="too-many-sessions", text=why))  # the response carries it
+            conn.end(why)
+            return conn
+        self._tg.create_task(self._run(conn, address), name=f"coap {device_id}")
         await self.deliver(conn, hello, HELLO_WAIT_S)
         return conn
 
@@ -149,11 +162,16 @@ class CoapLink:
         except TimeoutError:
             pass
 
-    async def _run(self, conn: CoapDeviceConnection) -> None:
+    async def _run(self, conn: CoapDeviceConnection, address: str) -> None:
         assert self._handler is not None
         try:
-            await self._handler(conn)
+            if self.limits is None:
+                await self._handler(conn)
+            else:
+                await self._handler(GuardedConnection(conn, address, self.limits, self._throttle))
         finally:
+            if self.limits is not None:
+                self.limits.release(address)
             if self.connections.get(conn.device_id) is conn:
                 del self.connections[conn.device_id]
 

@@ -5,12 +5,7 @@ with the real Silero VAD cloned per session, with real sockets from outside the 
 from __future__ import annotations
 
 import asyncio
-import json
-import resource
 import socket
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,53 +15,14 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
 from firmware_protocol import Hello, Ping, Pong, Welcome, decode, encode
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-class Target:
-    def __init__(self, proc: subprocess.Popen[str], port: int) -> None:
-        self.proc, self.port = proc, port
-        self.url = f"ws://127.0.0.1:{port}/ws"
-        self.log: list[str] = []
-        assert proc.stderr is not None
-        self._reader = threading.Thread(target=self._read, args=(proc.stderr,), daemon=True)
-        self._reader.start()
-
-    def _read(self, stream) -> None:
-        for line in stream:
-            self.log.append(line.rstrip("\n"))
-
-    def rss_mb(self) -> float:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        raise AssertionError("no VmRSS")
+from gateway.cli.limits_target import Target, started
 
 
 @contextmanager
 def target(tmp_path: Path, overrides: dict, nofile: int | None = None) -> Iterator[Target]:
-    """Start the gateway process; with `nofile`, its soft and hard RLIMIT_NOFILE are that."""
-    overrides = {**overrides, "devices": {"database": str(tmp_path / "gateway.db"), **overrides.get("devices", {})}}
-
-    def limit() -> None:
-        if nofile is not None:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-
-    proc = subprocess.Popen([sys.executable, "-m", "gateway.cli.limits_target", json.dumps(overrides)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=limit)
-    try:
-        assert proc.stdout is not None
-        first = proc.stdout.readline()  # "port N" once it serves (the real VAD loads in seconds)
-        assert first.startswith("port "), f"the gateway did not start: {first!r} {proc.stderr.read() if proc.poll() is not None else ''}"
-        yield Target(proc, int(first.split()[1]))
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+    devices = {"database": str(tmp_path / "gateway.db"), **overrides.get("devices", {})}
+    with started({**overrides, "devices": devices}, nofile) as gw:
+        yield gw
 
 
 async def _device(url: str, device: str) -> ClientConnection:
@@ -77,12 +33,12 @@ async def _device(url: str, device: str) -> ClientConnection:
 
 
 async def _ping_ms(ws: ClientConnection, nonce: int) -> float:
-    started = time.perf_counter()
+    t0 = time.perf_counter()
     await ws.send(encode(Ping(nonce)))
     async with asyncio.timeout(30):
         while not (isinstance(msg := decode(await ws.recv()), Pong) and msg.nonce == nonce):
             pass
-    return (time.perf_counter() - started) * 1000
+    return (time.perf_counter() - t0) * 1000
 
 
 def _raw_connections(port: int, n: int) -> list[socket.socket]:
@@ -108,9 +64,9 @@ async def test_when_file_descriptors_run_out_accept_errors_are_one_line_per_inte
         assert not [line for line in gw.log if "Traceback" in line]
         for s in attack:
             s.close()
-        started = time.monotonic()
+        t0 = time.monotonic()
         box = await _device(gw.url, "box-after-the-flood")  # served again once the attacker is gone
-        assert time.monotonic() - started < 30
+        assert time.monotonic() - t0 < 30
         assert await _ping_ms(box, 1) < 1000
         await box.close()
     assert any("open files limit 128 (the hard limit)" in line for line in gw.log)
