@@ -52,12 +52,13 @@ async def test_the_llm_reply_is_heard_early_and_a_barge_in_keeps_only_the_played
     await dev.send(TextInput(text="tell me a story about a robot"))
     await first_audio(dev)
     first_audio_s = time.monotonic() - sent
-    # The first sentence is heard long before the LLM has finished (LLM_FIRST_S + 3 x LLM_PACE_S);
-    # the gateway's own share (target 200 ms, bound looser for a shared CI machine) is TTS + pacing.
+    # The first sentence is heard before the LLM has finished (LLM_FIRST_S + 3 x LLM_PACE_S): order,
+    # not speed. The gateway's own share (target 200 ms) is a figure of `gateway bench --llm`
+    # (gateway_overhead_ms), not an assertion here.
+    assert not llm.served.is_set(), "the first audio came only after the LLM had finished"
     overhead = first_audio_s - LLM_FIRST_S
     print(f"\nLLM brain: text in -> first reply audio {1000 * first_audio_s:.0f} ms "
           f"= LLM first sentence {1000 * LLM_FIRST_S:.0f} ms + gateway {1000 * overhead:.0f} ms")
-    assert overhead < 0.6, f"first audio {1000 * overhead:.0f} ms after the LLM's first sentence"
     # The LLM has streamed the whole story (the brain handed most of it to TTS ahead of playback)
     # while the first sentence is still playing: the user speaks over it.
     await asyncio.wait_for(llm.served.wait(), 10)

@@ -68,8 +68,10 @@ async def test_pulling_the_network_mid_conversation_closes_the_reply_and_the_nex
             print(f"\nnetwork pulled: closing sentence {1000 * closing_s:.0f} ms after the cut, "
                   f"next turn's local audio {1000 * local_s:.0f} ms after the question")
             assert final.text == BrainConfig().fallback
-            assert closing_s < 1.5, f"closing sentence {1000 * closing_s:.0f} ms after the cut"
-            assert local_s < 1.2, f"local answer audio {1000 * local_s:.0f} ms after the question"
+            # Generous bounds, not speed tests (the total timeout is 30 s); that turn 2 did not wait
+            # for a first token at all is shown by the cool-down lines and the one request below.
+            assert closing_s < 5, f"closing sentence {1000 * closing_s:.0f} ms after the cut"
+            assert local_s < 5, f"local answer audio {1000 * local_s:.0f} ms after the question"
             assert "the reply to cut-box was cut (scripted: stalled (nothing for 0.5 s)); it ends locally" in caplog.text
             # The stall put the provider on cool-down: turn 2 did not wait for its first token.
             assert "provider scripted cooling down for 30 s (stalled (nothing for 0.5 s))" in caplog.text

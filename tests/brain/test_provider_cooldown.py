@@ -48,8 +48,8 @@ async def test_after_a_pulled_network_only_one_turn_waits_and_the_llm_is_back_af
             connections = proxy.connections
             said, waited = await timed(brain, "and what about light")  # turn 3: the provider cools down
             assert said == FALLBACK
-            assert waited < TIMEOUT_S / 2, f"turn 3 took {1000 * waited:.0f} ms"
-            assert proxy.connections == connections  # the provider was not even asked
+            assert proxy.connections == connections  # the provider was not even asked (so no timeout waited)
+            assert waited < 5, f"turn 3 took {1000 * waited:.0f} ms"  # generous, not a speed test
             assert "provider cloud cooling down for 0.5 s (timeout (no first token))" in caplog.text
             assert "every provider failed for box-1 (cloud: cooling down (" in caplog.text
             proxy.heal()
@@ -69,9 +69,11 @@ async def test_a_cooling_provider_is_skipped_and_the_next_provider_answers_at_on
         brain = CloudBrain(local(), [provider("main", proxy.url, cooldown_s=30), provider("backup", second.url, 30)])
         said, waited = await timed(brain, "explain quantum physics")
         assert said == "The backup answers." and waited >= TIMEOUT_S
+        connections = proxy.connections
         said, waited = await timed(brain, "and what about gravity")
         assert said == "The backup answers."
-        assert waited < TIMEOUT_S / 2, f"the second turn took {1000 * waited:.0f} ms"
+        assert proxy.connections == connections  # the cooling provider was skipped, not asked and waited for
+        assert waited < 5, f"the second turn took {1000 * waited:.0f} ms"  # generous, not a speed test
         assert len(second.requests) == 2 and first.requests == []
         await brain.close()
 
