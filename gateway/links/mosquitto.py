@@ -256,6 +256,8 @@ class _PeerTracker:
             self._by_id[client] = address
             if len(self._by_id) > 4096:
                 self._by_id.pop(next(iter(self._by_id)))
+        elif line.startswith("Client ") and "already connected" in line:  # the new connection's CONNECT
+            return self._pending[0] if self._pending else None
         elif line.startswith("Client ") and len(words) >= 2:
             client = words[1]
             if client in self._by_id:
