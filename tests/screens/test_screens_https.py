@@ -7,14 +7,15 @@ address: the server sees a peer that is not loopback."""
 from __future__ import annotations
 
 import asyncio
+import http.client
 import logging
 import socket
 import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
-import httpx
 import pytest
 import pytest_asyncio
 from websockets.asyncio.client import connect
@@ -55,9 +56,28 @@ async def both(tmp_path: Path) -> AsyncIterator[Both]:
     await asyncio.gather(task, return_exceptions=True)
 
 
-async def get(url: str) -> httpx.Response:
-    async with httpx.AsyncClient(verify=UNVERIFIED, follow_redirects=False, timeout=10) as client:
-        return await client.get(url)
+@dataclass
+class Reply:
+    status_code: int
+    headers: dict[str, str]
+    text: str
+
+
+def _get(url: str) -> Reply:
+    parts = urlsplit(url)
+    conn = (http.client.HTTPSConnection(parts.hostname, parts.port, timeout=10, context=UNVERIFIED)
+            if parts.scheme == "https" else http.client.HTTPConnection(parts.hostname, parts.port, timeout=10))
+    try:
+        conn.request("GET", parts.path + (f"?{parts.query}" if parts.query else ""))
+        response = conn.getresponse()  # redirects are not followed
+        return Reply(response.status, {k.lower(): v for k, v in response.getheaders()},
+                     response.read().decode("utf-8", "replace"))
+    finally:
+        conn.close()
+
+
+async def get(url: str) -> Reply:
+    return await asyncio.to_thread(_get, url)
 
 
 @needs_lan
