@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from gateway.config import AsrConfig, GatewayConfig
 from gateway.engines.base import AsrEngine, TtsEngine, VadEngine
+from gateway.engines.cpu_features import int8_matmul_kernels
 from gateway.engines.malloc_tuning import tune_malloc
 from gateway.errors import ModelError
 from gateway.engines.store import ModelStore
@@ -73,7 +74,12 @@ def load_asr(cfg: GatewayConfig, store: ModelStore, progress: Progress = _quiet)
 
         # asr.moonshine_decoder: a decoder the model store derives (int8 weights multiplied as int8, or
         # weights dequantized once to float), when it could; else the packaged one.
-        role = {"int8": "decoder_int8", "float": "decoder_float"}.get(a.moonshine_decoder)
+        choice = a.moonshine_decoder
+        if choice == "int8" and not int8_matmul_kernels():
+            progress("asr.moonshine_decoder int8: this CPU has no integer dot-product instructions for "
+                     "onnxruntime's int8 kernels (e.g. a Raspberry Pi 4); running the float decoder")
+            choice = "float"
+        role = {"int8": "decoder_int8", "float": "decoder_float"}.get(choice)
         decoder = files.get(role, files["decoder"]) if role else files["decoder"]
         return MoonshineOnnxAsr(files["encoder"], decoder, files["tokens"], a.num_threads,
                                 int8_decoder=decoder == files.get("decoder_int8"))

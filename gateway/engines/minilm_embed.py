@@ -15,8 +15,9 @@ import numpy as np
 import onnxruntime as ort
 from tokenizers import Tokenizer
 
-from gateway.errors import ModelError
+from gateway.engines.cpu_features import int8_matmul_kernels
 from gateway.engines.malloc_tuning import tune_malloc
+from gateway.errors import ModelError
 from gateway.engines.store import ModelStore
 
 DIMS = 384
@@ -65,7 +66,9 @@ class MiniLmEmbedder:
         # The derived models keep weights int8 in memory: model_int8 all of them (products on
         # onnxruntime's int8 kernels, cosines within ~1e-3, -57 MB resident), model_gather_int8
         # the embedding tables (bit-identical vectors, -34 MB).
-        model = files.get("model_int8", files.get("model_gather_int8", files["model"]))
+        # model_int8 only where onnxruntime has int8 kernels for it (cpu_features.py).
+        int8 = files.get("model_int8") if int8_matmul_kernels() else None
+        model = int8 or files.get("model_gather_int8", files["model"])
         tokenizer = store.files_of("all-minilm-l6-v2-tokenizer")["tokenizer"]
         return cls(model, tokenizer, num_threads)
 
