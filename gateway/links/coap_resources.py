@@ -62,7 +62,14 @@ class GatewayResources(resource.Resource, interfaces.ObservableResource, resourc
         self._link = link
 
     async def needs_blockwise_assembly(self, request: aiocoap.Message) -> bool:
-        return True
+        return not self._oversized(request)  # an oversized upload is refused block by block, never buffered
+
+    def _oversized(self, request: aiocoap.Message) -> bool:
+        """A block-wise upload that is (or says it will be, Size1) larger than a message may be."""
+        block1 = request.opt.block1
+        if block1 is None:
+            return False  # a single datagram: its size is checked when it is decoded
+        return max(request.opt.size1 or 0, block1.start + len(request.payload)) > self._link.max_frame_bytes
 
     def _peer(self, request: aiocoap.Message) -> str:
         return f"coap {request.remote.hostinfo}"
@@ -97,6 +104,14 @@ class GatewayResources(resource.Resource, interfaces.ObservableResource, resourc
         if isinstance(target, aiocoap.Message):
             return target
         device_id, channel = target
+        if self._oversized(request):
+            limit = self._link.max_frame_bytes
+            log.warning("%s: POST /gw/%s/%s refused: frame-too-large (block-wise upload beyond %d bytes)",
+                        self._peer(request), device_id, channel, limit)
+            too_large = refusal(aiocoap.REQUEST_ENTITY_TOO_LARGE, "frame-too-large",
+                                f"a message is at most {limit} bytes (server.max_frame_bytes)")
+            too_large.opt.size1 = limit
+            return too_large
         if channel == "up" and request.code == aiocoap.POST:
             return await self._post_up(device_id, request)
         if channel == "down" and request.code == aiocoap.GET:

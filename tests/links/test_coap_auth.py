@@ -147,3 +147,15 @@ async def test_fetching_or_observing_the_downlink_of_a_device_without_a_session_
         assert out == b"" and err.startswith(
             "4.04 hello-required: coap-nobody has no session; POST a Hello to /gw/coap-nobody/up first")
     await b_is_still_served(base, gateway, token, tmp_path, seq=6)
+
+
+async def test_a_block_wise_upload_larger_than_a_message_is_refused_413_before_it_is_buffered(session_b, tmp_path, caplog):
+    base, gateway, token = session_b
+    big = tmp_path / "big.bin"
+    big.write_bytes(b"\x11" * (3 * base.link.max_frame_bytes))  # three times the limit, in 1 KiB blocks
+    with caplog.at_level(logging.WARNING, logger="gateway.links.coap"):
+        out, err = await coap_raw("-m", "post", "-b", "1024", "-f", str(big), f"{base}/{B}/up?s={token}")
+    assert out == b"" and err.startswith(
+        f"4.13 frame-too-large: a message is at most {base.link.max_frame_bytes} bytes (server.max_frame_bytes)")
+    assert f"POST /gw/{B}/up refused: frame-too-large (block-wise upload beyond" in caplog.text
+    await b_is_still_served(base, gateway, token, tmp_path, seq=7)
