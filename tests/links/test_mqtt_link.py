@@ -221,3 +221,24 @@ async def test_mosquitto_with_the_documented_acl_keeps_each_device_on_its_own_to
     finally:
         await stop(task)
         broker.stop()
+
+
+async def test_the_simulated_mqtt_box_is_answered_on_its_second_and_third_run_too(fake_runner, fake_speak, tmp_path):
+    """`gateway simulate --transport mqtt` once failed on every run after the first ("expected welcome,
+    got Error(unknown-message-type 0x6f)"): the broker handed it retained status of other devices and
+    it decoded them as its own messages."""
+    from gateway.cli.virtual_box import simulate
+
+    link = MqttLink("127.0.0.1", 0, embedded=True)
+    _, task = await start_gateway(link, fake_runner, tmp_path, open_enrolment=True)
+    try:
+        audio, rate = fake_speak("What time is it?")
+        other = MqttDevice("other-box")  # leaves its retained status on the broker
+        await other.connect("127.0.0.1", link.port)
+        await other.close()
+        for run in range(3):
+            result = await simulate(f"mqtt://127.0.0.1:{link.port}", audio, rate, device_id="simulator",
+                                    transport="mqtt", push_to_talk=True, speed=0, timeout=20)
+            assert result.reply_text.startswith("It is"), f"run {run + 1}: {result}"
+    finally:
+        await stop(task)
