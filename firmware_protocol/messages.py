@@ -35,6 +35,7 @@ from .values import (
     Capability,
     ReadingStatus,
     SpeechEvent,
+    ListenStateKind,
     StopReason,
     Viseme,
 )
@@ -210,6 +211,25 @@ class VadEvent(Message):
     audio_ms: int = wire(U32, 0)
 
 
+@dataclass(frozen=True)
+class ListenState(Message):
+    """Gateway -> device (LISTEN): the gateway's listen state for this device changed (listen.mode).
+
+    ASLEEP: a turn needs the wake word; LISTENING: the next utterance is a turn without it (a
+    follow-up window after a reply); WOKEN: the wake word `word` (its model id, e.g. okay_nabu) was
+    heard at audio_ms of the device's input audio, the question follows. For a LED, like VadEvent.
+    """
+
+    TYPE: ClassVar[int] = 0x24
+    NAME: ClassVar[str] = "listen_state"
+    ASLEEP: ClassVar[ListenStateKind] = ListenStateKind.ASLEEP
+    LISTENING: ClassVar[ListenStateKind] = ListenStateKind.LISTENING
+    WOKEN: ClassVar[ListenStateKind] = ListenStateKind.WOKEN
+    state: ListenStateKind = wire(Enum8(ListenStateKind))
+    word: str = wire(STR, "")
+    audio_ms: int = wire(U32, 0)
+
+
 READING_KIND_PATTERN = r"[a-z][a-z0-9_]{0,31}"
 
 
@@ -329,7 +349,7 @@ class ExpressionSetup(Message):
 ALL_MESSAGES: tuple[type[Message], ...] = (
     Hello, Welcome, Ping, Pong, Error, Abort,
     AudioStart, AudioChunk, AudioStop,
-    Transcript, ReplyText, TextInput, VadEvent,
+    Transcript, ReplyText, TextInput, VadEvent, ListenState,
     SensorReading, ReadingAck,
     Visemes, Mouth, Action, Sentiment, ServoKeyframes, ExpressionSetup,
 )  # fmt: skip

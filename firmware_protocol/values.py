@@ -36,6 +36,8 @@ class Capability(IntFlag):
     SERVO = 64  # wants ServoKeyframes (0x34) per spoken sentence
     SENSOR = 128  # future sensor readings (0x40-0x4F)
     SCREEN = 256
+    LISTEN = 512  # wants ListenState (0x24): asleep / listening / woken, for its LED (listen.mode wake)
+    WAKE_WORD = 1024  # detects its own wake word and streams only once woken: no server wake word
 
 
 class StopReason(IntEnum):
@@ -51,6 +53,14 @@ class SpeechEvent(IntEnum):
 
     SPEECH_START = 0
     SPEECH_END = 1
+
+
+class ListenStateKind(IntEnum):
+    """The gateway's listen state for a device (`ListenState.state`, u8)."""
+
+    ASLEEP = 0  # a turn needs the wake word
+    LISTENING = 1  # the next utterance is a turn without the wake word (a follow-up window)
+    WOKEN = 2  # the wake word was heard: the question follows
 
 
 class ReadingStatus(IntEnum):

@@ -61,6 +61,11 @@ static const fp_field_desc_t fields_vad_event[] = {
     {"event", FP_K_ENUM8, offsetof(fp_vad_event_t, event), 1u, NULL, 0u, 0u},
     {"audio_ms", FP_K_U32, offsetof(fp_vad_event_t, audio_ms), 0u, NULL, 0u, 0u},
 };
+static const fp_field_desc_t fields_listen_state[] = {
+    {"state", FP_K_ENUM8, offsetof(fp_listen_state_t, state), 2u, NULL, 0u, 0u},
+    {"word", FP_K_STR, offsetof(fp_listen_state_t, word), 0u, NULL, 0u, 0u},
+    {"audio_ms", FP_K_U32, offsetof(fp_listen_state_t, audio_ms), 0u, NULL, 0u, 0u},
+};
 static const fp_field_desc_t rec_visemes_visemes[] = {
     {"viseme", FP_K_ENUM8, offsetof(fp_visemes_visemes_t, viseme), 14u, NULL, 0u, 0u},
     {"start_ms", FP_K_U16, offsetof(fp_visemes_visemes_t, start_ms), 0u, NULL, 0u, 0u},
@@ -151,6 +156,7 @@ const fp_msg_desc_t fp_messages[FP_MESSAGE_COUNT] = {
     {0x21u, "reply_text", fields_reply_text, 3u},
     {0x22u, "text_input", fields_text_input, 1u},
     {0x23u, "vad_event", fields_vad_event, 2u},
+    {0x24u, "listen_state", fields_listen_state, 3u},
     {0x30u, "visemes", fields_visemes, 2u},
     {0x31u, "mouth", fields_mouth, 3u},
     {0x32u, "action", fields_action, 6u},

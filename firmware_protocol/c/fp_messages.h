@@ -41,6 +41,12 @@ typedef struct {
 #define FP_CAP_SERVO 0x40u
 #define FP_CAP_SENSOR 0x80u
 #define FP_CAP_SCREEN 0x100u
+#define FP_CAP_LISTEN 0x200u
+#define FP_CAP_WAKE_WORD 0x400u
+
+#define FP_LISTEN_STATE_KIND_ASLEEP 0u
+#define FP_LISTEN_STATE_KIND_LISTENING 1u
+#define FP_LISTEN_STATE_KIND_WOKEN 2u
 
 #define FP_READING_STATUS_STORED 0u
 #define FP_READING_STATUS_DUPLICATE 1u
@@ -99,6 +105,7 @@ typedef struct {
 #define FP_MSG_REPLY_TEXT 0x21u
 #define FP_MSG_TEXT_INPUT 0x22u
 #define FP_MSG_VAD_EVENT 0x23u
+#define FP_MSG_LISTEN_STATE 0x24u
 #define FP_MSG_VISEMES 0x30u
 #define FP_MSG_MOUTH 0x31u
 #define FP_MSG_ACTION 0x32u
@@ -107,7 +114,7 @@ typedef struct {
 #define FP_MSG_EXPRESSION_SETUP 0x35u
 #define FP_MSG_SENSOR_READING 0x40u
 #define FP_MSG_READING_ACK 0x41u
-#define FP_MESSAGE_COUNT 21u
+#define FP_MESSAGE_COUNT 22u
 
 /* 0x01 Hello */
 typedef struct {
@@ -191,6 +198,13 @@ typedef struct {
     uint8_t event;
     uint32_t audio_ms;
 } fp_vad_event_t;
+
+/* 0x24 ListenState */
+typedef struct {
+    uint8_t state;
+    fp_str_t word;
+    uint32_t audio_ms;
+} fp_listen_state_t;
 
 /* one record of Visemes.visemes (6 bytes) */
 typedef struct {
@@ -290,6 +304,7 @@ typedef struct {
         fp_reply_text_t reply_text;
         fp_text_input_t text_input;
         fp_vad_event_t vad_event;
+        fp_listen_state_t listen_state;
         fp_visemes_t visemes;
         fp_mouth_t mouth;
         fp_action_t action;

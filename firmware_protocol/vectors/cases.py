@@ -29,6 +29,7 @@ from ..messages import (
     TextInput,
     Transcript,
     VadEvent,
+    ListenState,
     Visemes,
     Welcome,
 )
@@ -85,6 +86,9 @@ VALID: tuple[tuple[str, str, Message], ...] = (
      VadEvent(VadEvent.SPEECH_START, 1500)),
     ("vad-event-speech-end-max", "speech ended, max audio_ms",
      VadEvent(VadEvent.SPEECH_END, 0xFFFFFFFF)),
+    ("listen-state-woken", "the wake word okay_nabu was heard 2.5 s into the device audio",
+     ListenState(ListenState.WOKEN, "okay_nabu", 2500)),
+    ("listen-state-asleep", "back to waiting for the wake word", ListenState(ListenState.ASLEEP)),
     ("sensor-reading-blood-pressure", "systolic, diastolic and pulse, device time 2025-12-01",
      SensorReading(7, "blood_pressure", 1764547200,
                    (("systolic", "mmHg", 120.0), ("diastolic", "mmHg", 80.0), ("pulse", "bpm", 72.0)))),

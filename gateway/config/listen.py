@@ -22,9 +22,6 @@ class ListenConfig(_Section):
     wake_window_s: float = Field(5.0, ge=0.5, le=60)  # after a bare wake word: time to start the question
     follow_up_s: float = Field(6.0, ge=0, le=120)
     stop_words: tuple[str, ...] = DEFAULT_STOP_WORDS
-    echo_check: bool = True
-    echo_max_delay_ms: int = Field(400, ge=20, le=2000)
-    echo_correlation: float = Field(0.6, gt=0, lt=1)
     devices: dict[str, ListenModeName] = {}  # per-device mode: device id -> mode
 
     @field_validator("stop_words")

@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass
 
 from firmware_protocol import (
+    Capability,
     Abort,
     AudioChunk,
     AudioStart,
@@ -125,6 +126,8 @@ async def serve_device(conn: DeviceConnection, services: SessionServices) -> Non
         audio_in, audio_out = plan.pcm_in, plan.pcm_out
         peer.conn = CodecConnection.wrap(conn, plan)  # the conversation hears and speaks PCM
         vad = await services.runner.clone_vad()  # off the event loop: other devices stay served
+        mode = cfg.listen.mode_for(hello.device_id, wakes_itself=bool(hello.capabilities & Capability.WAKE_WORD))
+        wake = await services.runner.wake_detector() if mode in ("wake", "follow-up") else None
         session_id = uuid.uuid4().hex[:12]
         await conn.send(Welcome(session_id=session_id, audio_out=plan.wire_out, server=f"edge-voice-gateway/{__version__}"))
         # The session id is the CoAP session token: the log shows only its first characters.
@@ -138,9 +141,11 @@ async def serve_device(conn: DeviceConnection, services: SessionServices) -> Non
             peer.send,
             audio_in,
             audio_out,
-            _turn_events(services, hello.device_id, peer),
+            _turn_events(services, hello.device_id, peer, bool(hello.capabilities & Capability.LISTEN)),
             on_sentence=services.expression.hook_for(hello.device_id, hello.capabilities) if services.expression else None,
             vad=vad,
+            wake=wake,
+            mode=mode,
         )
         async with services.registry.register(hello.device_id, conn, conversation, hello.capabilities):
             await _dispatch(peer, conversation, services, hello.device_id)
@@ -155,10 +160,10 @@ async def serve_device(conn: DeviceConnection, services: SessionServices) -> Non
             pass
 
 
-def _turn_events(services: SessionServices, device_id: str, peer: _Peer) -> TurnEvents:
+def _turn_events(services: SessionServices, device_id: str, peer: _Peer, listen_state: bool) -> TurnEvents:
     """The session's turn events: to the device first, then the expression (a barge-in that cut an
     audio stream stops the device's servo timeline), then on the bus."""
-    sinks: list[Sink] = [to_device(peer.send)]
+    sinks: list[Sink] = [to_device(peer.send, listen_state)]  # ListenState only to a device with LISTEN
     if (expression := services.expression) is not None:
         async def stop_servos(event: TurnEvent) -> None:
             if isinstance(event, BargedIn) and event.stream_id is not None:

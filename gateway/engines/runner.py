@@ -22,6 +22,7 @@ import numpy as np
 
 from gateway.engines.admission import Admission
 from gateway.engines.base import AsrEngine, SynthChunk, TtsEngine, VadEngine
+from gateway.engines.wake_word import WakeDetection, WakeWordDetector, WakeWordEngine
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -45,8 +46,10 @@ def pool_size(name: str, engine: object, configured: int) -> int:
 
 class EngineRunner:
     def __init__(self, vad: VadEngine, asr: AsrEngine, tts: TtsEngine, *, asr_workers: int = 1,
-                 tts_workers: int = 1, max_waiting_turns: int | None = None) -> None:
+                 tts_workers: int = 1, max_waiting_turns: int | None = None,
+                 wake: WakeWordEngine | None = None) -> None:
         self.vad = vad
+        self.wake = wake  # None: no device of this config listens for a wake word (listen.mode)
         self.asr = asr
         self.tts = tts
         self.asr_admission = Admission("asr", pool_size("asr", asr, asr_workers), max_waiting_turns)
@@ -104,6 +107,16 @@ class EngineRunner:
         """A new detector for a device session, made off the event loop (a Silero clone builds an
         onnxruntime session: tens of ms, seconds for a burst of Hellos) on its own thread."""
         return await self._run(self._clone_pool, self.vad.clone)
+
+    async def wake_detector(self) -> WakeWordDetector:
+        """A device session's own wake-word state (its interpreters), made on the clone thread."""
+        if self.wake is None:
+            raise RuntimeError("no wake-word engine loaded (listen.mode needs none)")
+        return await self._run(self._clone_pool, self.wake.detector)
+
+    async def wake_words(self, detector: WakeWordDetector, pcm16: bytes) -> list[WakeDetection]:
+        """Feed a device's 16 kHz audio to its wake-word detector (on the VAD threads: as cheap)."""
+        return await self._run(self._vad_pool, detector.process, pcm16)
 
     def close(self) -> None:
         for pool in (self._vad_pool, self._clone_pool, self._asr_pool, self._tts_pool):

@@ -28,13 +28,18 @@ from gateway.errors import ModelError
 FEATURE_STEP_MS = 10.0  # the microfrontend makes one feature vector per 10 ms of audio
 BUILTIN: tuple[str, ...] = tuple(m.value for m in Model)  # okay_nabu, hey_jarvis, hey_mycroft, alexa
 REFRACTORY_MS = 1500.0  # one utterance of the wake word is one detection
+# The detection fires when the mean of the last few step probabilities passes the cutoff, 100-200 ms
+# after the word ended; the word's end is better told by the step probability rising past RISE
+# (measured on piper and espeak-ng voices: within ~50 ms of the end of a bare "okay nabu").
+RISE = 0.5
 
 
 @dataclass(frozen=True)
 class WakeDetection:
     word: str  # the model's id, e.g. "okay_nabu"
-    audio_ms: float  # position in the fed audio (ms since the detector's first sample) of the detection
+    audio_ms: float  # where the wake word ended, in ms since the detector's first sample (see below)
     probability: float
+    detected_ms: float  # when the detection fired (the averaged probability crossed the cutoff)
 
 
 class WakeWordDetector(Protocol):
@@ -97,6 +102,7 @@ class MicroDetector:
         self._features = MicroWakeWordFeatures()
         self._steps = 0  # feature vectors made so far
         self._last = [-REFRACTORY_MS] * len(models)  # audio ms of each word's last detection
+        self._rise = [0.0] * len(models)  # when each model's step probability last rose above RISE
 
     def process(self, pcm16: bytes) -> list[WakeDetection]:
         found: list[WakeDetection] = []
@@ -105,9 +111,13 @@ class MicroDetector:
             at = self._steps * FEATURE_STEP_MS
             for i, model in enumerate(self._models):
                 p = model.process_streaming_prob(features) or 0.0
+                # pymicro-wakeword 2.x: the model ran on this step when its feature buffer was
+                # emptied; its own (not averaged) probability is then the last of `_probabilities`.
+                if not model._features and model._probabilities and model._probabilities[-1] <= RISE:
+                    self._rise[i] = at  # still low here: the word ends after this step
                 if p > self._cutoffs[i] and at - self._last[i] >= REFRACTORY_MS:
                     self._last[i] = at
-                    found.append(WakeDetection(self._words[i], at, float(p)))
+                    found.append(WakeDetection(self._words[i], self._rise[i], float(p), at))
         return found
 
     def reset(self) -> None:

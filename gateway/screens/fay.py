@@ -45,6 +45,11 @@ def text_message(device_id: str, key: str, text: str, *, is_end: bool = False) -
     return {"Topic": "human", "Data": data, "Username": device_id}
 
 
+def listen_message(device_id: str, state: str, word: str) -> dict[str, Any]:
+    """The device's listen state (`asleep`, `listening`, `woken`; `Word`: the wake word heard)."""
+    return {"Topic": "human", "Data": {"Key": "listen", "Text": state, "Word": word}, "Username": device_id}
+
+
 def alert_message(user_id: str, devices: tuple[str, ...], text: str, severity: str, at: float) -> dict[str, Any]:
     """An alert for the screens of `devices` (all screens when empty); `Username` is the person."""
     data = {"Key": "alert", "Text": text, "Type": TYPE_REPLY, "Severity": severity, "At": at, "Devices": list(devices)}

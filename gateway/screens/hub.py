@@ -24,8 +24,8 @@ from gateway.expression.service import SentenceExpressed
 from gateway.links.base import LinkClosed
 from gateway.links.web import TextSocket
 from gateway.memory.events import Alert
-from gateway.screens.fay import alert_message, for_screen, sentence_message, text_message
-from gateway.voice.events import ReplyEnded, Transcribed
+from gateway.screens.fay import alert_message, for_screen, listen_message, sentence_message, text_message
+from gateway.voice.events import ListenChanged, ReplyEnded, Transcribed
 
 log = logging.getLogger(__name__)
 
@@ -103,11 +103,13 @@ class ScreenHub:
         elif isinstance(event, ReplyEnded):
             self._fresh[event.device_id] = True
             self.publish(text_message(event.device_id, "reply_end", event.display, is_end=True))
+        elif isinstance(event, ListenChanged):  # listen.mode wake / follow-up: asleep, listening, woken
+            self.publish(listen_message(event.device_id, event.state, event.word))
         elif isinstance(event, Alert):
             self.publish(alert_message(event.user_id, event.devices, event.text, event.severity, event.at))
 
     async def consume(self, bus: EventBus) -> None:
-        sub = bus.subscribe(SentenceExpressed, Transcribed, ReplyEnded, Alert, name="screens")
+        sub = bus.subscribe(SentenceExpressed, Transcribed, ReplyEnded, ListenChanged, Alert, name="screens")
         try:
             async for event in sub:
                 self.on_event(event)

@@ -9,6 +9,14 @@ transcript too, so an LLM's first sentence is often there by the endpoint
 (gateway/voice/speculation.py); a resumed utterance withdraws that reply (`session.withdraw()`)
 and cancels its request.
 
+Listen modes (`listen.mode`, gateway/voice/listen_mode.py): in `wake` / `follow-up` the listener
+also runs the device's wake-word detector; an utterance is a turn only when addressed (the wake word
+in it: the question is the audio after the word; or a woken / follow-up window open), and only then
+does the device hear VadEvents and a Transcript. A wake word during a reply is a barge-in; speech
+that is not addressed during a reply is transcribed only to look for a stop word. Any transcript
+that is only a stop word ends the reply and starts no turn. The listen state changes are published
+as `ListenChanged` (the box's ListenState, the screens).
+
 The conversation talks to its connection's `BrainSession` (handed in by the device session) through
 the brain contract only: `reply` for each turn, then `spoken` with what was actually played (the
 speech of the sentences whose audio started), after the reply ended or was interrupted (the turns
@@ -23,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -32,11 +41,15 @@ from firmware_protocol import AudioFormat
 from gateway.audio.pcm import s16le_to_float
 from gateway.brain.contract import BrainContext, BrainSession, Sentence
 from gateway.config import GatewayConfig
+from gateway.config.listen import ListenModeName
 from gateway.engines.base import VadEngine
 from gateway.engines.runner import EngineRunner
+from gateway.engines.wake_word import WakeWordDetector
 from gateway.voice.endpointing import Endpointer, Event
-from gateway.voice.events import SentenceStarted, SpeechEnded, SpeechStarted, TurnEvents, TurnMetrics
-from gateway.voice.listener import ASR_RATE, Listener
+from gateway.voice.events import (ListenChanged, ReplyEnded, SentenceStarted, SpeechEnded, SpeechStarted, TurnEvent,
+                                  TurnEvents, TurnMetrics)
+from gateway.voice.listen_mode import Listening, ListenMode, Outcome, StopWords, Verdict
+from gateway.voice.listener import ASR_RATE, Listener, Woke
 from gateway.voice.replier import Decode, Replier
 from gateway.voice.speaker import Send, SentenceHook, Speaker
 from gateway.voice.speculation import SpeculativeReply
@@ -67,11 +80,22 @@ class Conversation:
         events: TurnEvents,
         on_sentence: SentenceHook | None = None,
         vad: VadEngine | None = None,  # this session's detector (runner.clone_vad(), made off the loop)
+        wake: WakeWordDetector | None = None,  # this session's wake-word state (runner.wake_detector())
+        mode: ListenModeName | None = None,  # this device's listen mode (default: listen.mode)
     ) -> None:
         """`send` carries the reply's audio streams; everything else the device is told comes from
         the turn `events` (whose sinks include the wire, gateway/voice/wire.py)."""
         self.device_id = device_id
         self._cfg = cfg
+        lc = cfg.listen
+        self._listen = ListenMode(mode or lc.mode, lc.wake_window_s * 1000, lc.follow_up_s * 1000)
+        if self._listen.needs_wake_word and wake is None:
+            raise ValueError(f"listen mode {self._listen.mode} needs a wake-word detector")
+        self._stop_words = StopWords(lc.stop_words)
+        self._announced = False  # the current utterance is addressed: the device heard SpeechStarted
+        self._told = False  # the device was told its first listen state
+        self._stop_check: asyncio.Task[None] | None = None
+        events = _Watched(events, self._watch)  # the Replier's ReplyEnded move the listen state
         self._runner = runner
         self._brain = brain
         self._events = events
@@ -83,9 +107,11 @@ class Conversation:
             Endpointer(v.min_speech_ms, v.trailing_silence_ms, v.speculative_after_ms, v.max_utterance_s * 1000),
             audio_in.sample_rate,
             v.preroll_ms,
+            wake=wake if self._listen.needs_wake_word else None,
         )
 
         async def started(sentence: Sentence, stream_id: int) -> None:
+            self._listen.reply_started()
             await events.publish(SentenceStarted(device_id, stream_id, sentence))
 
         speaker = Speaker(runner, send, audio_out, cfg.audio.chunk_ms, cfg.audio.prebuffer_ms,
@@ -97,17 +123,26 @@ class Conversation:
     # ---- inbound -------------------------------------------------------------------------
     async def on_audio(self, data: bytes) -> None:
         samples = s16le_to_float(data, self._in.channels)
+        if not self._told:
+            self._told = True
+            if self._listen.needs_wake_word:
+                await self._tell(self._listen.state, "")
         for heard in await self._listener.feed(samples):
-            await self._on_event(heard.event, heard.audio_ms)
+            if isinstance(heard, Woke):
+                await self._on_wake(heard)
+            else:
+                await self._on_event(heard.event, heard.audio_ms)
+        if (change := self._listen.advance(self._listener.position_ms)) is not None:
+            await self._tell(change, "")
 
     async def on_audio_stop(self) -> None:
         """The device ended its audio stream (push-to-talk released): the utterance ends now."""
-        audio = self._listener.utterance_audio()
-        if self._listener.force_endpoint() and audio.size:
-            await self._events.publish(SpeechEnded(self.device_id, int(self._listener.position_ms)))
+        running = self._listener.in_speech
+        self._listener.force_endpoint()
+        if running and self._listener.utterance_audio().size:
             await self._drop_speculation()
-            self._listener.end_utterance()
-            self._replier.answer(self._decode(audio), TurnMetrics(self.device_id, utterance_ms=_ms(audio)))
+            at = self._listener.position_ms
+            await self._utterance_ended(self._listen.utterance(self._listener.utterance_start_ms, at), at, 0.0)
 
     async def on_text(self, text: str) -> None:
         await self.interrupt("new text input")
@@ -125,17 +160,25 @@ class Conversation:
 
     async def close(self) -> None:
         """End the running reply and the speculative decode (cancelled and awaited)."""
+        if self._stop_check is not None:
+            self._stop_check.cancel()
+            await asyncio.gather(self._stop_check, return_exceptions=True)
         await self._replier.close()
         await self._drop_speculation()
 
     # ---- listening ----------------------------------------------------------------------
     async def _on_event(self, event: Event, audio_ms: float) -> None:
         if event is Event.SPEECH_START:
+            self._announced = self._listen.is_open(self._listener.utterance_start_ms)
+            if not self._announced:
+                return  # not addressed (yet): a wake word in it may still address it
             await self._events.publish(SpeechStarted(self.device_id, int(audio_ms)))
             if self._cfg.vad.barge_in:
                 await self.interrupt("the user started speaking")
         elif event is Event.SPECULATE:
-            decode = self._decode(self._listener.utterance_audio())
+            if not self._announced:
+                return  # decoded at the endpoint if at all
+            decode = self._decode(self._question_audio())
             reply = None
             if self._speculate_reply:
                 ctx = BrainContext(self.device_id, datetime.now().astimezone(), reports_playback=True)
@@ -144,17 +187,86 @@ class Conversation:
         elif event is Event.RESUMED:
             await self._drop_speculation()  # stale: its decode is cancelled (the thread's result is ignored)
         elif event is Event.ENDPOINT:
-            await self._events.publish(SpeechEnded(self.device_id, int(audio_ms)))
-            audio = self._listener.utterance_audio()
-            self._listener.end_utterance()
-            metrics = TurnMetrics(self.device_id, utterance_ms=_ms(audio),
-                                  endpoint_wait_ms=float(self._cfg.vad.trailing_silence_ms))
-            spec, self._spec = self._spec, None
-            if spec is not None:  # the turn owns the speculative decode (and reply) from here on
-                metrics.speculative = True
-                self._replier.answer(spec.decode, metrics, spec.reply)
+            wait = float(self._cfg.vad.trailing_silence_ms)
+            start = self._listener.utterance_start_ms
+            outcome = self._listen.utterance(start, max(start, audio_ms - wait))
+            await self._utterance_ended(outcome, audio_ms, wait)
+
+    async def _utterance_ended(self, outcome: Outcome, audio_ms: float, wait_ms: float) -> None:
+        """The utterance is over: a turn (its question audio), a stop-word check, or nothing."""
+        audio = self._question_audio(outcome.cut_ms)
+        whole = self._listener.utterance_audio()
+        self._listener.end_utterance()
+        announced, self._announced = self._announced, False
+        if outcome.verdict is not Verdict.TURN:
+            await self._drop_speculation()
+            if outcome.verdict is Verdict.CHECK_STOP:
+                self._check_stop(whole)
+            return
+        if not announced:  # addressed at its end only (a wake word alone opened no window)
+            await self._events.publish(SpeechStarted(self.device_id, int(self._listener.utterance_start_ms)))
+        await self._events.publish(SpeechEnded(self.device_id, int(audio_ms)))
+        metrics = TurnMetrics(self.device_id, utterance_ms=_ms(audio), endpoint_wait_ms=wait_ms)
+        spec, self._spec = self._spec, None
+        if spec is not None:  # the turn owns the speculative decode (and reply) from here on
+            metrics.speculative = True
+            self._replier.answer(self._screened(spec.decode), metrics, spec.reply)
+        else:
+            self._replier.answer(self._screened(self._decode(audio)), metrics)
+
+    async def _on_wake(self, woke: Woke) -> None:
+        log.info("%s: wake word %s at %.0f ms of audio", self.device_id, woke.word, woke.audio_ms)
+        change = self._listen.wake(woke.audio_ms)
+        if change is None and self._listen.state is not Listening.WOKEN:
+            return  # always / ptt: a wake word changes nothing
+        await self.interrupt(f"wake word {woke.word}")  # a reply playing or on its way: barge-in
+        await self._drop_speculation()  # decoded before the wake word: it would hold the word itself
+        if self._listener.in_speech and not self._announced:
+            self._announced = True
+            await self._events.publish(SpeechStarted(self.device_id, int(woke.audio_ms)))
+        await self._tell(Listening.WOKEN, woke.word)
+
+    def _question_audio(self, cut_ms: float | None = None) -> np.ndarray:
+        """The current utterance's audio from where its question starts (after a wake word in it)."""
+        audio = self._listener.utterance_audio()
+        if cut_ms is None:
+            wake, start = self._listen.wake_at_ms, self._listener.utterance_start_ms
+            cut_ms = wake - start if wake is not None and wake >= start else 0.0
+        return audio[int(cut_ms * ASR_RATE / 1000):]
+
+    def _screened(self, decode: asyncio.Future[tuple[str, float]]) -> asyncio.Task[tuple[str, float]]:
+        """The decode, with a transcript that is only a stop word turned into no words (no turn)."""
+        async def run() -> tuple[str, float]:
+            text, ms = await decode
+            if text and self._stop_words.matches(text):
+                log.info("%s: stop word %r: the reply stops, no turn", self.device_id, text)
+                return "", ms
+            return text, ms
+
+        return asyncio.create_task(run(), name=f"screened decode {self.device_id}")
+
+    def _check_stop(self, audio: np.ndarray) -> None:
+        """Speech not addressed to the gateway while a reply plays: stop the reply if it was a stop word."""
+        async def run() -> None:
+            text = await self._runner.transcribe(audio, who=self.device_id)
+            if self._stop_words.matches(text):
+                await self.interrupt(f"stop word {text!r}")
             else:
-                self._replier.answer(self._decode(audio), metrics)
+                log.info("%s: not addressed (no wake word): %r ignored", self.device_id, text)
+
+        if self._stop_check is not None:
+            self._stop_check.cancel()
+        self._stop_check = asyncio.create_task(run(), name=f"stop-word check {self.device_id}")
+
+    async def _tell(self, state: Listening, word: str) -> None:
+        await self._events.publish(ListenChanged(self.device_id, state.name.lower(), word,
+                                                 int(self._listener.position_ms)))
+
+    async def _watch(self, event: TurnEvent) -> None:
+        if isinstance(event, ReplyEnded):
+            change = self._listen.reply_ended(self._listener.position_ms, event.aborted)
+            if change is not None:
+                await self._tell(change, "")
 
     async def _drop_speculation(self) -> None:
         """Forget the speculative decode: its early reply withdrawn, the decode cancelled and awaited."""
@@ -174,6 +286,19 @@ class Conversation:
             return text, (time.monotonic() - started) * 1000
 
         return asyncio.create_task(run(), name=f"decode {self.device_id}")
+
+
+class _Watched(TurnEvents):
+    """The session's events as the Replier publishes them, each also shown to `watch` (after)."""
+
+    def __init__(self, inner: TurnEvents, watch: Callable[[TurnEvent], Awaitable[None]]) -> None:
+        super().__init__()
+        self._inner = inner
+        self._watch = watch
+
+    async def publish(self, event: TurnEvent) -> None:
+        await self._inner.publish(event)
+        await self._watch(event)
 
 
 def _ms(audio: np.ndarray) -> float:

@@ -12,6 +12,8 @@ The events of a spoken turn, in order: `SpeechStarted`, `SpeechEnded`, `Transcri
 in the middle: `BargedIn`, `ReplyEnded(aborted=True)` with only what was played, `TurnFinished`.
 A typed turn starts at `Transcribed`; an announcement (`Conversation.say`) has sentences and
 `ReplyEnded` only. A turn that failed publishes `TurnFailed` instead of `ReplyEnded`.
+`ListenChanged` tells when the device's listen state changes (listen.mode wake / follow-up: asleep,
+listening in a follow-up window, woken by the wake word; gateway/voice/listen_mode.py).
 """
 
 from __future__ import annotations
@@ -113,7 +115,19 @@ class TurnFinished:
     metrics: TurnMetrics
 
 
-TurnEvent = SpeechStarted | SpeechEnded | Transcribed | SentenceStarted | BargedIn | ReplyEnded | TurnFailed | TurnFinished
+@dataclass(frozen=True)
+class ListenChanged:
+    """The device's listen state changed: `asleep` (a turn needs the wake word), `listening` (the next
+    utterance is a turn without it), `woken` (the wake word `word` was heard: the question follows)."""
+
+    device_id: str
+    state: str
+    word: str  # the wake-word model when woken, else ""
+    audio_ms: int
+
+
+TurnEvent = (SpeechStarted | SpeechEnded | Transcribed | SentenceStarted | BargedIn | ReplyEnded | TurnFailed
+             | TurnFinished | ListenChanged)
 Sink = Callable[[TurnEvent], Awaitable[None]]
 
 

@@ -35,6 +35,7 @@ from firmware_protocol import (
     Capability,
     Error,
     Hello,
+    ListenState,
     Message,
     ProtocolError,
     ReplyText,
@@ -182,7 +183,10 @@ class XiaozhiConnection:
         return Hello(
             device_id=device_id,
             token=self._token,
-            capabilities=Capability.AUDIO_IN | Capability.AUDIO_OUT | Capability.ACTION,
+            # WAKE_WORD: a stock box wakes itself (its wake word or button) before it streams, so it gets
+            # listen.mode always unless listen.devices names it; LISTEN: told when the gateway's is heard.
+            capabilities=(Capability.AUDIO_IN | Capability.AUDIO_OUT | Capability.ACTION | Capability.LISTEN
+                          | Capability.WAKE_WORD),
             audio_in=AudioFormat(codec="pcm_s16le", sample_rate=rate, channels=1),
             audio_out=AudioFormat(codec="pcm_s16le", sample_rate=self._set.sample_rate, channels=1),
             firmware=self._user_agent[:120],
@@ -253,6 +257,9 @@ class XiaozhiConnection:
                 self._box_tools.start(self._device_id)
         elif isinstance(message, Error):
             await self._error(message)
+        elif isinstance(message, ListenState):
+            if message.state == ListenState.WOKEN:  # the box shows it as what was heard
+                await self._json(framing.stt(self._session, message.word.replace("_", " ")))
         # VadEvent, Pong, ReadingAck and the expression packets it did not ask for: nothing to say.
 
     async def _start_speaking(self) -> None:

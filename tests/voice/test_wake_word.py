@@ -1,0 +1,168 @@
+"""Listen modes end to end on the real models (Silero VAD, Moonshine, piper, microWakeWord): speech
+made with the gateway's TTS and espeak-ng, fed to a Conversation as a box's microphone would be."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import wave
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import pytest_asyncio
+
+from firmware_protocol import AudioChunk, AudioFormat, AudioStop, ListenState, Message, ReplyText, StopReason, \
+    Transcript, VadEvent
+from gateway.audio.pcm import int16_to_float, resample
+from gateway.config import parse_config
+from gateway.engines.runner import EngineRunner
+from gateway.engines.wake_word import MicroWakeWords
+from gateway.voice.conversation import Conversation
+from gateway.voice.events import TurnEvents
+from gateway.voice.wire import to_device
+from tests.conftest import words as words_of
+from tests.voice.scripted_brain import ScriptedBrain
+from tests.voice.test_conversation import MIC, STORY, Device, answers, final, say, silence
+
+pytestmark = [pytest.mark.models, pytest.mark.asyncio(loop_scope="session")]
+
+ROOT = Path(__file__).resolve().parents[2]
+QUESTION = "what time is it"
+
+
+@pytest.fixture(scope="module")
+def wake_runner(runner: EngineRunner) -> AsyncIterator[EngineRunner]:
+    """The real engines with the okay_nabu wake word."""
+    r = EngineRunner(runner.vad, runner.asr, runner.tts, wake=MicroWakeWords(("okay_nabu",)))
+    yield r
+    r.close()
+
+
+def piper(runner: EngineRunner, text: str) -> np.ndarray:
+    chunks = list(runner.tts.synthesize(text))
+    return resample(np.concatenate([int16_to_float(c.pcm) for c in chunks]), chunks[0].sample_rate, MIC)
+
+
+def espeak(text: str, voice: str) -> np.ndarray:
+    out = subprocess.run(["espeak-ng", "-v", voice, "--stdout", text], capture_output=True, check=True).stdout
+    with wave.open(io.BytesIO(out)) as w:
+        audio = int16_to_float(np.frombuffer(w.readframes(w.getnframes()), np.int16))
+        return resample(audio, w.getframerate(), MIC)
+
+
+def noisy(audio: np.ndarray, snr_db: float, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    noise = rng.normal(0, 1, audio.size).astype(np.float32)
+    noise *= np.sqrt(np.mean(audio**2) / 10 ** (snr_db / 10) / np.mean(noise**2))
+    return (audio + noise).astype(np.float32)
+
+
+def utter(audio: np.ndarray) -> np.ndarray:
+    """An utterance as a box streams it: 0.5 s before, 0.8 s of silence after."""
+    return np.concatenate([silence(500), audio, silence(800)])
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def box(wake_runner: EngineRunner, request: pytest.FixtureRequest) -> AsyncIterator[tuple]:
+    mode = getattr(request, "param", "wake")
+    cfg = parse_config({"audio": {"prebuffer_ms": 300}, "listen": {"mode": mode, "follow_up_s": 6}}, ROOT)
+    brain, dev = ScriptedBrain(answers), Device()
+    detector = await wake_runner.wake_detector()
+    conv = Conversation("box-1", "test", cfg, wake_runner, brain, dev.send, AudioFormat(sample_rate=MIC),
+                        AudioFormat(sample_rate=16000), TurnEvents([to_device(dev.send, listen_state=True)]),
+                        wake=detector, mode=mode)
+    yield conv, brain, dev
+    await conv.close()
+
+
+def transcripts(dev: Device) -> list[list[str]]:
+    return [words_of(m.text) for m in dev.of(Transcript)]
+
+
+def is_the_question(heard: list[str]) -> bool:
+    """The question without the wake word: its words (one misheard at most; the ASR on noisy
+    espeak-ng speech), at most one more, nothing of "okay nabu"."""
+    wanted = QUESTION.split()
+    return (sum(w in heard for w in wanted) >= len(wanted) - 1 and len(heard) <= len(wanted) + 1
+            and not {"okay", "ok", "nabu"} & set(heard))
+
+
+@pytest.mark.parametrize("voice, snr_db", [("piper", 20), ("piper", None), ("en-us", None), ("en-gb", 20),
+                                           ("en-gb-x-rp", None)])
+async def test_wake_word_and_question_in_one_breath_is_one_turn_with_the_question(
+        box, wake_runner: EngineRunner, voice: str, snr_db: float | None) -> None:
+    conv, brain, dev = box
+    text = f"okay nabu, {QUESTION}?"
+    audio = piper(wake_runner, text) if voice == "piper" else espeak(text, voice)
+    await say(conv, utter(audio if snr_db is None else noisy(audio, snr_db, seed=len(voice))))
+    await dev.until(final, timeout=30)
+    heard = transcripts(dev)
+    assert len(heard) == 1 and is_the_question(heard[0]), heard
+    assert len(brain.utterances) == 1
+    states = [(m.state, m.word) for m in dev.of(ListenState)]
+    assert states[:2] == [(ListenState.ASLEEP, ""), (ListenState.WOKEN, "okay_nabu")]
+    starts = [m for m in dev.of(VadEvent) if m.event == VadEvent.SPEECH_START]
+    assert len(starts) == 1
+
+
+async def test_the_question_without_the_wake_word_is_no_turn(box, wake_runner: EngineRunner) -> None:
+    conv, brain, dev = box
+    await say(conv, utter(noisy(piper(wake_runner, "What time is it?"), 20, seed=1)))
+    await say(conv, utter(espeak("tell me a story about the weather", "en-gb")))
+    await say(conv, silence(1000))
+    assert brain.utterances == [] and dev.of(Transcript) == [] and dev.of(VadEvent) == []
+    assert [m.state for m in dev.of(ListenState)] == [ListenState.ASLEEP]
+
+
+async def test_a_bare_wake_word_then_the_question(box, wake_runner: EngineRunner) -> None:
+    conv, brain, dev = box
+    await say(conv, utter(piper(wake_runner, "Okay nabu.")))
+    await say(conv, utter(piper(wake_runner, "What time is it?")))
+    await dev.until(final, timeout=30)
+    assert transcripts(dev) == [QUESTION.split()]
+    assert [m.state for m in dev.of(ListenState)][:2] == [ListenState.ASLEEP, ListenState.WOKEN]
+
+
+@pytest.mark.parametrize("box", ["follow-up"], indirect=True)
+async def test_follow_up_answered_without_the_wake_word_then_the_window_closes(
+        box, wake_runner: EngineRunner) -> None:
+    conv, brain, dev = box
+    await say(conv, utter(piper(wake_runner, "Okay nabu, what time is it?")))
+    first = await dev.until(final, timeout=30)
+    await dev.until(lambda m: isinstance(m, ListenState) and m.state == ListenState.LISTENING, after=first)
+    await say(conv, utter(piper(wake_runner, "Tell me a joke.")))  # no wake word: the follow-up window
+    second = await dev.until(final, after=first + 1, timeout=30)
+    assert len(brain.utterances) == 2 and {"tell", "joke"} <= set(words_of(brain.utterances[1]))
+    await dev.until(lambda m: isinstance(m, ListenState) and m.state == ListenState.LISTENING, after=second)
+    await say(conv, silence(6500))  # nobody answers: the window closes
+    assert dev.of(ListenState)[-1].state == ListenState.ASLEEP
+    await say(conv, utter(piper(wake_runner, "What is the weather like?")))
+    await say(conv, silence(1000))
+    assert len(brain.utterances) == 2
+
+
+@pytest.mark.parametrize("stop", ["Stop.", "Be quiet."])
+async def test_stop_ends_the_reply_at_once_without_a_new_turn(box, wake_runner: EngineRunner, stop: str) -> None:
+    conv, brain, dev = box
+    await say(conv, utter(piper(wake_runner, "Okay nabu, tell me a story.")))
+    await dev.until(lambda m: isinstance(m, AudioChunk) and m.seq == 10, timeout=30)  # the story plays
+    await say(conv, utter(piper(wake_runner, stop)))  # no wake word needed for a stop word
+    aborted = await dev.until(lambda m: isinstance(m, AudioStop) and m.reason == StopReason.ABORTED, timeout=15)
+    assert final(dev.sent[aborted + 1]) and dev.sent[aborted + 1].text != " ".join(STORY)
+    await say(conv, silence(1000))
+    assert len(brain.utterances) == 1  # "stop" was no turn
+
+
+async def test_a_wake_word_during_the_reply_barges_in_and_its_question_is_answered(
+        box, wake_runner: EngineRunner) -> None:
+    conv, brain, dev = box
+    await say(conv, utter(piper(wake_runner, "Okay nabu, tell me a story.")))
+    await dev.until(lambda m: isinstance(m, AudioChunk) and m.seq == 10, timeout=30)
+    await say(conv, utter(piper(wake_runner, "Okay nabu, what time is it?")))
+    aborted = await dev.until(lambda m: isinstance(m, AudioStop) and m.reason == StopReason.ABORTED, timeout=15)
+    await dev.until(final, after=aborted + 2, timeout=30)
+    assert [words_of(u) for u in brain.utterances][1] == QUESTION.split()
+
+
