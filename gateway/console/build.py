@@ -56,4 +56,4 @@ def build_console(cfg: GatewayConfig, db: Database, registry: SessionRegistry, m
     routes = {**DevicesApi(db, registry, settings).routes(), **ReadingsApi(db, person_of, rules_of, m.users).routes(),
               **HealthApi(registry, _ports(cfg), models, log_tail).routes()}
     return ConsoleServer(password, Sessions(c.session_hours * 3600), LoginThrottle(c.max_failed_logins), routes,
-                         secure=cfg.screens.tls)
+                         tls_available=cfg.screens.tls)

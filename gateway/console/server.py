@@ -11,13 +11,15 @@
 Every write (any method but GET) must come from the console's own origin (`Origin` equal to the
 scheme and `Host` it was asked on), be JSON, and carry the session's CSRF token in `X-CSRF-Token`;
 otherwise 403 and a log line naming the peer. The session cookie is HttpOnly, SameSite=Strict and,
-over https, Secure. Answers carry a strict Content-Security-Policy (no inline script, nothing from
+over https, Secure. When the screen server offers https (`tls_available`), another machine must
+use it: its plain-http pages are redirected (gateway/links/web.py) and its writes refused here. Answers carry a strict Content-Security-Policy (no inline script, nothing from
 elsewhere) and may not be framed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import logging
 import os
@@ -50,13 +52,12 @@ class ConsoleServer:
     prefix = "/console"
 
     def __init__(self, password: PasswordFile, sessions: Sessions, throttle: LoginThrottle, routes: Routes,
-                 *, secure: bool) -> None:
+                 *, tls_available: bool) -> None:
         self._password = password
         self._sessions = sessions
         self._throttle = throttle
         self._routes = routes
-        self._secure = secure
-        self._scheme = "https" if secure else "http"
+        self._tls_available = tls_available
         self._files = {name: (STATIC / name).read_bytes() for name in [*PUBLIC, *PRIVATE, "index.html", "login.html"]}
         self._hash: tuple[int, str] | None = None  # (mtime_ns, stored hash) of the password file
 
@@ -97,14 +98,16 @@ class ConsoleServer:
         if rest == "api/logout" and request.method == "POST":
             self._sessions.drop(session.token)
             log.info("%s: logged out", peer)
-            return _json(200, {"ok": True}, ("Set-Cookie", cookie_header(None, self._secure, 0)))
+            return _json(200, {"ok": True}, ("Set-Cookie", cookie_header(None, request.secure, 0)))
         if rest.startswith("api/"):
             return await self._api(request, rest[4:], peer)
         return _json(404, {"error": "not-found", "message": f"nothing at {request.path}"})
 
     def _origin_refusal(self, request: HttpRequest) -> str | None:
         origin = request.headers.get("Origin")
-        expected = f"{self._scheme}://{request.headers.get('Host', '')}"
+        expected = f"{'https' if request.secure else 'http'}://{request.headers.get('Host', '')}"
+        if self._tls_available and not request.secure and not ipaddress.ip_address(request.remote[0]).is_loopback:
+            return "plain http from another machine: use the https address"
         if origin is None:
             return "no Origin header (writes must come from the console page)"
         if origin != expected:
@@ -153,7 +156,7 @@ class ConsoleServer:
         session = self._sessions.create(stored)
         log.info("%s: logged in", peer)
         return _json(200, {"csrf": session.csrf, "expires_at": session.expires_at},
-                     ("Set-Cookie", cookie_header(session, self._secure, self._sessions.ttl_s)))
+                     ("Set-Cookie", cookie_header(session, request.secure, self._sessions.ttl_s)))
 
     async def _api(self, request: HttpRequest, path: str, peer: str) -> HttpReply:
         handler = self._routes.get((request.method, path))

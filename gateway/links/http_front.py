@@ -36,6 +36,7 @@ class HttpRequest:
     local: tuple[str, int]  # the address the request came in on (the gateway's side)
     remote: tuple[str, int]
     query: str = ""  # the query string, without the "?"
+    secure: bool = False  # it came over TLS
 
 
 @dataclass(frozen=True)
@@ -164,7 +165,8 @@ class HttpFrontConnection(ServerConnection):
         local = self._front.get_extra_info("sockname")[:2]
         remote = self._front.get_extra_info("peername")[:2]
         path, _, query = target.partition("?")
-        request = HttpRequest(method, path, headers, body, local, remote, query)
+        secure = self._front.get_extra_info("ssl_object") is not None
+        request = HttpRequest(method, path, headers, body, local, remote, query, secure)
         self._task = asyncio.get_running_loop().create_task(self._serve(request))
 
     async def _serve(self, request: HttpRequest) -> None:

@@ -94,6 +94,9 @@ class WebServer:
     def _to_https(self, conn: ServerConnection, request: Request, path: str) -> Response | None:
         if self._tls is None or path not in self._pages or is_secure(conn) or _is_loopback(conn.remote_address[0]):
             return None
+        return self._redirect(conn, request, path)
+
+    def _redirect(self, conn: ServerConnection, request: Request, path: str) -> Response:
         location = f"https://{request.headers.get('Host', '')}{request.path}"
         log.info("http %s:%s: %s over plain http: redirected to https", *conn.remote_address[:2], path)
         return Response(301, "Moved Permanently", Headers([("Location", location), ("Content-Length", "0"),
@@ -104,9 +107,11 @@ class WebServer:
         if path in (self.ws_path, self.device_path) and request.headers.get("Upgrade", "").lower() == "websocket":
             return None  # go on with the WebSocket handshake
         if mount is not None and _owns(mount, path):
+            if self._tls is not None and not is_secure(conn) and not _is_loopback(conn.remote_address[0]):
+                return self._redirect(conn, request, path)  # the console's password only over https on the LAN
             raw_query = request.path.partition("?")[2]
             reply = await mount.http(HttpRequest("GET", path, request.headers, b"", conn.local_address[:2],
-                                                 conn.remote_address[:2], raw_query))
+                                                 conn.remote_address[:2], raw_query, is_secure(conn)))
             headers = Headers([("Content-Type", reply.content_type), ("Content-Length", str(len(reply.body))),
                                ("Cache-Control", "no-store"), *reply.headers])
             return Response(reply.status, HTTPStatus(reply.status).phrase, headers, reply.body)

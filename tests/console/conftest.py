@@ -108,7 +108,12 @@ async def console_gateway(fake_runner, tmp_path_factory) -> AsyncIterator[Consol
     gateway = Gateway(cfg, fake_runner, [link, screens], memory=MemoryService.from_config(cfg))
     ready = asyncio.Event()
     task = asyncio.create_task(gateway.serve(ready))
-    await asyncio.wait_for(ready.wait(), 60)
+    waiting = asyncio.create_task(ready.wait())
+    await asyncio.wait([waiting, task], timeout=60, return_when=asyncio.FIRST_COMPLETED)
+    if not ready.is_set():  # a link or the memory could not start: say why instead of timing out
+        waiting.cancel()
+        task.cancel()
+        raise RuntimeError(f"the gateway did not start: {task.exception() if task.done() else 'not ready in 60 s'}")
     yield ConsoleGateway(cfg, gateway, f"http://127.0.0.1:{screens.port}", f"ws://127.0.0.1:{link.port}{cfg.server.websocket_path}",
                          f"127.0.0.1:{screens.port}")
     task.cancel()
