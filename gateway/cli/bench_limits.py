@@ -7,6 +7,9 @@ on 127.0.0.1 that pings every 20 ms while an attacker on 127.0.0.2 floods it:
 - `hellos`: 100 parallel Hellos, 5 rounds (limits raised so all 100 get a session and a VAD clone);
 - `connections`: 1,000 connections that each send a Hello, with the default limits (the rest
   are refused too-many-sessions); the gateway's RSS before and after (VmRSS of the process);
+- `fds`: the gateway at RLIMIT_NOFILE 128 and twice as many TCP connections that never start
+  the handshake, held for 25 s: accept-failed log lines (one per 10 s) and tracebacks, the steady
+  device's ping meanwhile, how soon a new device is welcomed once they close;
 - `guesses`: wrong-token Hellos for a registered device, one connection each, back to back for
   a few seconds: attempts/s and guesses/s that get their token checked (auth-failed) through
   the login throttle.
@@ -20,6 +23,7 @@ import argparse
 import asyncio
 import json
 import os
+import socket
 import sqlite3
 import statistics
 import tempfile
@@ -198,6 +202,33 @@ async def _phase_guesses(db_dir: Path, seconds: float) -> dict[str, Any]:
             "answers": counted}
 
 
+async def _phase_fds(db_dir: Path, nofile: int, hold_s: float) -> dict[str, Any]:
+    with started({"devices": {"database": str(db_dir / "fds.db")}, "fake_vad": True}, nofile=nofile) as gw:
+        box = await _welcomed(gw.url, "box-steady")
+        pinger = Pinger(box)
+        quiet = await _settle(pinger, 1.0)
+        attack = []
+        for _ in range(nofile * 2):  # handshake-less TCP connections: each accepted one holds a descriptor
+            s = socket.socket()
+            s.setblocking(False)
+            s.connect_ex(("127.0.0.1", gw.port))
+            attack.append(s)
+        during = await _settle(pinger, hold_s)
+        failed = [line for line in gw.log if "accept-failed" in line]
+        tracebacks = sum("Traceback" in line for line in gw.log)
+        for s in attack:
+            s.close()
+        t0 = time.perf_counter()
+        newcomer = await _welcomed(gw.url, "box-after")
+        back_in_s = time.perf_counter() - t0
+        await newcomer.close()
+        await pinger.stop()
+        await box.close()
+    return {"nofile": nofile, "held_s": hold_s, "attack_connections": len(attack), "accept_failed_lines": len(failed),
+            "tracebacks": tracebacks, "ping_quiet": _figures(quiet), "ping_exhausted": _figures(during),
+            "new_device_welcomed_after_s": round(back_in_s, 2)}
+
+
 async def _bench(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"load_before": os.getloadavg()}
     with tempfile.TemporaryDirectory(prefix="bench-limits-") as tmp:
@@ -205,6 +236,8 @@ async def _bench(args: argparse.Namespace) -> dict[str, Any]:
             out["hellos"] = await _phase_hellos(Path(tmp), args.hellos, args.rounds, args.fake_vad)
         if "connections" in args.phases:
             out["connections"] = await _phase_connections(Path(tmp), args.connections)
+        if "fds" in args.phases:
+            out["fds"] = await _phase_fds(Path(tmp), args.nofile, args.fd_hold_s)
         if "guesses" in args.phases:
             out["guesses"] = await _phase_guesses(Path(tmp), args.guess_seconds)
     out["load_after"] = os.getloadavg()
@@ -229,6 +262,12 @@ def _print(f: dict[str, Any]) -> None:
         print(f"  steady device ping, flooded:    {ping(c['ping_during'])}")
         print(f"  steady device ping, while held: {ping(c['ping_after_held'])}")
         print(f"  gateway RSS {c['rss_before_mb']} -> {c['rss_after_mb']} MB")
+    if d := f.get("fds"):
+        print(f"file descriptors exhausted (RLIMIT_NOFILE {d['nofile']}, {d['attack_connections']} connections held "
+              f"{d['held_s']} s): {d['accept_failed_lines']} accept-failed log lines, {d['tracebacks']} tracebacks")
+        print(f"  steady device ping, quiet:     {ping(d['ping_quiet'])}")
+        print(f"  steady device ping, exhausted: {ping(d['ping_exhausted'])}")
+        print(f"  after the attacker closed: a new device welcomed in {d['new_device_welcomed_after_s']} s")
     if g := f.get("guesses"):
         print(f"wrong-token guesses for {g['seconds']} s: {g['attempts']} attempts ({g['attempts_per_s']}/s), "
               f"{g['checked']} checked = {g['guesses_per_s']} guesses/s through the throttle; answers {g['answers']}")
@@ -248,12 +287,15 @@ def run(args: argparse.Namespace, cfg: Any = None) -> int:
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     bl = sub.add_parser("bench-limits", parents=[common], help="a device's ping round trip while the WebSocket link "
                         "is flooded (parallel Hellos, 1,000 connections), RSS, wrong-token guesses per second")
-    bl.add_argument("--phases", nargs="+", choices=("hellos", "connections", "guesses"),
-                    default=["hellos", "connections", "guesses"], help="what to measure (default: all)")
+    bl.add_argument("--phases", nargs="+", choices=("hellos", "connections", "fds", "guesses"),
+                    default=["hellos", "connections", "fds", "guesses"], help="what to measure (default: all)")
     bl.add_argument("--hellos", type=int, default=100, help="parallel Hellos (default 100)")
     bl.add_argument("--rounds", type=int, default=5, help="rounds of parallel Hellos (default 5)")
     bl.add_argument("--fake-vad", action="store_true", help="hellos: the fake VAD (no clone cost), for comparison")
     bl.add_argument("--connections", type=int, default=1000, help="flood connections (default 1000)")
+    bl.add_argument("--nofile", type=int, default=128, help="fds: the gateway's RLIMIT_NOFILE (default 128)")
+    bl.add_argument("--fd-hold-s", type=float, default=25.0, help="fds: how long the descriptors stay exhausted "
+                    "(default 25 s: accept errors are logged once per 10 s)")
     bl.add_argument("--guess-seconds", type=float, default=5.0, help="how long to guess tokens (default 5 s)")
     bl.add_argument("--json", action="store_true", help="print the figures as JSON")
     bl.set_defaults(func=run)
