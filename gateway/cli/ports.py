@@ -72,6 +72,19 @@ def _socket_inodes(port: int, kind: int) -> set[str]:
 
 
 def _process(pid: str) -> PortHolder:
+    holder = _process_plain(pid)
+    if not holder.is_gateway:  # a child of `gateway run` (its embedded mosquitto) holds the port for it
+        try:
+            ppid = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+            parent = _process_plain(ppid)
+        except (OSError, IndexError):
+            return holder
+        if parent.is_gateway:
+            return parent
+    return holder
+
+
+def _process_plain(pid: str) -> PortHolder:
     name = Path(f"/proc/{pid}/comm").read_text().strip()
     raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     return PortHolder(int(pid), name, tuple(a.decode(errors="replace") for a in raw.split(b"\0") if a))

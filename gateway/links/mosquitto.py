@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import getpass
 import logging
 import os
@@ -30,6 +31,15 @@ INSTALL_HINT = "the embedded MQTT broker is Debian's mosquitto: install it with 
 RESTART_FIRST_S = 0.5
 RESTART_MAX_S = 30.0
 START_TIMEOUT_S = 10.0
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_the_gateway() -> None:
+    """In the child before exec: SIGTERM when the gateway dies, even by kill -9, so no orphaned
+    mosquitto keeps mqtt.port from the next start (Linux prctl)."""
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class MosquittoMissing(Exception):
@@ -120,7 +130,7 @@ class MosquittoBroker:
     async def _spawn(self, executable: str) -> None:
         self._proc = await asyncio.create_subprocess_exec(
             executable, "-c", str(self.folder / "mosquitto.conf"), stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, preexec_fn=_die_with_the_gateway)
         assert self._proc.stderr is not None
         said: list[str] = []
         try:
@@ -132,6 +142,9 @@ class MosquittoBroker:
                         return
         except TimeoutError:
             pass
+        except BaseException:  # cancelled while starting: do not leave it running
+            await self._end_process()
+            raise
         await self._end_process()
         text = " / ".join(said[-3:]) or "no output"
         if "Address already in use" in text:

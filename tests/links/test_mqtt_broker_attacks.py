@@ -27,8 +27,8 @@ from gateway.links.mqtt import MqttLink
 from gateway.links.mqtt_client import AsyncPaho, MqttConnectError
 from gateway.links.mqtt_device import MqttDevice
 
-pytestmark = [pytest.mark.asyncio(loop_scope="session"),
-              pytest.mark.skipif(mosquitto_module.find_mosquitto() is None, reason="needs mosquitto")]
+pytestmark = pytest.mark.skipif(mosquitto_module.find_mosquitto() is None, reason="needs mosquitto")
+on_the_loop = pytest.mark.asyncio(loop_scope="session")
 ROOT = Path(__file__).resolve().parents[2]
 HUMID = (("percent", "%", 45.0),)
 needs_clients = pytest.mark.skipif(shutil.which("mosquitto_pub") is None, reason="needs mosquitto-clients")
@@ -117,6 +117,7 @@ class Attacker:
                 await self.arrived.wait()
 
 
+@on_the_loop
 @pytest.mark.parametrize("as_user", [True, False], ids=["its-username", "anonymous"])
 async def test_a_login_with_the_gateways_client_id_and_a_wrong_password_takes_nothing_over(setup, caplog, as_user):
     link = setup.link
@@ -130,6 +131,7 @@ async def test_a_login_with_the_gateways_client_id_and_a_wrong_password_takes_no
     await setup.victim_is_served()
 
 
+@on_the_loop
 async def test_a_login_with_a_devices_id_and_a_wrong_password_does_not_drop_that_device(setup, caplog):
     caplog.set_level(logging.INFO)
     attacker = Attacker("dev-a", "dev-a", "not-the-token")
@@ -139,6 +141,7 @@ async def test_a_login_with_a_devices_id_and_a_wrong_password_does_not_drop_that
     await setup.victim_is_served()
 
 
+@on_the_loop
 async def test_a_registered_device_cannot_take_another_devices_client_id_when_enrolment_is_closed(fake_runner, tmp_path):
     async for s in serve(tmp_path, False, fake_runner):
         intruder = Attacker("dev-a", "dev-b", s.tokens["dev-b"])  # a valid login, the victim's client id
@@ -147,6 +150,7 @@ async def test_a_registered_device_cannot_take_another_devices_client_id_when_en
         await intruder.client.disconnect()
 
 
+@on_the_loop
 async def test_a_client_without_a_login_is_refused_when_enrolment_is_closed(fake_runner, tmp_path):
     async for s in serve(tmp_path, False, fake_runner):
         with pytest.raises(MqttConnectError, match="refused|not authori"):
@@ -154,6 +158,7 @@ async def test_a_client_without_a_login_is_refused_when_enrolment_is_closed(fake
         await s.victim_is_served()
 
 
+@on_the_loop
 async def test_an_anonymous_client_cannot_read_another_devices_downlink_or_inject_its_uplink(open_setup):
     s = open_setup
     spy = Attacker("mallory")
@@ -172,6 +177,7 @@ async def test_an_anonymous_client_cannot_read_another_devices_downlink_or_injec
     assert rows == []
 
 
+@on_the_loop
 async def test_an_anonymous_client_using_a_registered_id_gets_nothing_of_it(open_setup):
     s = open_setup
     spy = Attacker("dev-b")  # dev-b is registered (and offline): the ACL denies its topics to anonymous clients
@@ -190,6 +196,7 @@ async def test_an_anonymous_client_using_a_registered_id_gets_nothing_of_it(open
     await spy.client.disconnect()
 
 
+@on_the_loop
 @needs_clients
 async def test_mosquitto_pub_injecting_as_a_registered_device_without_its_token_is_dropped(open_setup, tmp_path, caplog):
     s = open_setup
@@ -216,6 +223,7 @@ async def test_mosquitto_pub_injecting_as_a_registered_device_without_its_token_
     assert rows == []
 
 
+@on_the_loop
 async def test_no_client_gets_the_retained_status_of_other_devices(setup):
     s = setup  # dev-a published a retained "online" on gw/dev-a/status when it connected
     open_enrolment = s.gateway.cfg.devices.open_enrolment
@@ -244,6 +252,7 @@ def _peak_rss_kib(pid: int) -> int:
     raise AssertionError("no VmHWM")
 
 
+@on_the_loop
 @needs_clients
 async def test_an_oversized_publish_is_refused_before_the_broker_buffers_it(open_setup, tmp_path, caplog):
     s = open_setup
@@ -262,6 +271,7 @@ async def test_an_oversized_publish_is_refused_before_the_broker_buffers_it(open
     await s.victim_is_served()
 
 
+@on_the_loop
 async def test_a_device_added_or_removed_while_running_can_or_can_no_longer_log_in(open_setup, caplog):
     s = open_setup
     caplog.set_level(logging.INFO)
@@ -281,6 +291,7 @@ async def test_a_device_added_or_removed_while_running_can_or_can_no_longer_log_
     await s.victim_is_served()
 
 
+@on_the_loop
 async def test_mosquitto_is_restarted_when_it_dies_and_devices_are_served_again(open_setup, caplog):
     s = open_setup
     caplog.set_level(logging.INFO)
@@ -298,6 +309,7 @@ async def test_mosquitto_is_restarted_when_it_dies_and_devices_are_served_again(
     assert (await asyncio.wait_for(s.victim.receive(), 5)).status == ReadingStatus.STORED
 
 
+@on_the_loop
 async def test_the_embedded_broker_speaks_mqtt_5(fake_runner, tmp_path):
     cfg = parse_config({"devices": {"database": str(tmp_path / "g.db")}, "mqtt": {"protocol": "5"}}, ROOT)
     link = MqttLink("127.0.0.1", 0, embedded=True, protocol="5")
@@ -316,9 +328,77 @@ async def test_the_embedded_broker_speaks_mqtt_5(fake_runner, tmp_path):
         await asyncio.gather(task, return_exceptions=True)
 
 
+@on_the_loop
 async def test_without_mosquitto_the_link_says_what_to_install(monkeypatch, caplog):
     monkeypatch.setattr(mosquitto_module, "find_mosquitto", lambda: None)
     link = MqttLink("127.0.0.1", 0, embedded=True)
     with pytest.raises(MosquittoMissing, match="sudo apt install mosquitto"):
         await link.serve(lambda conn: asyncio.sleep(0), asyncio.Event(), LinkServices())
     assert "sudo apt install mosquitto" in caplog.text
+
+
+def test_the_embedded_mosquitto_ends_with_a_killed_gateway_and_the_port_is_free_again(tmp_path):
+    """kill -9 of `gateway run` must not leave its mosquitto holding mqtt.port for the next start."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from tests.links.conftest import free_port
+
+    port = free_port()
+    script = (
+        "import asyncio\n"
+        "from gateway.links.mqtt import MqttLink\n"
+        "async def main():\n"
+        f"    link = MqttLink('127.0.0.1', {port}, embedded=True)\n"
+        "    ready = asyncio.Event()\n"
+        "    task = asyncio.create_task(link.serve(lambda c: asyncio.sleep(0), ready))\n"
+        "    await link.connected.wait()\n"
+        "    print(link.broker._proc.pid, flush=True)\n"
+        "    await task\n"
+        "asyncio.run(main())\n")
+    gateway = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        broker_pid = int(gateway.stdout.readline())
+        os.kill(gateway.pid, signal.SIGKILL)
+        gateway.wait(10)
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{broker_pid}").exists() and Path(f"/proc/{broker_pid}/stat").read_text().split()[2] != "Z":
+            assert time.monotonic() < deadline, "mosquitto outlived the killed gateway"
+            time.sleep(0.05)
+    finally:
+        gateway.kill()
+        gateway.wait()
+
+
+def test_a_port_held_by_a_child_of_gateway_run_counts_as_the_gateways(tmp_path):
+    """`gateway doctor` and the start-up port check see mqtt.port held by the embedded mosquitto,
+    a child of `gateway run`: it is reported as the running gateway, not as a stranger."""
+    import os
+    import subprocess
+    import sys
+
+    from gateway.cli.ports import holder_of
+    from tests.links.conftest import free_port
+
+    port = free_port()
+    fake = tmp_path / "gateway"  # a program named `gateway`, run as `gateway run`, whose child listens
+    fake.write_text(
+        "import socket, subprocess, sys\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import socket, time\\n"
+        f"s = socket.socket(); s.bind((\"127.0.0.1\", {port})); s.listen(); print(1, flush=True); time.sleep(60)'],"
+        " stdout=subprocess.PIPE)\n"
+        "child.stdout.readline(); print(child.pid, flush=True); child.wait()\n")
+    parent = subprocess.Popen([sys.executable, str(fake), "run"], stdout=subprocess.PIPE, text=True)
+    child_pid = 0
+    try:
+        child_pid = int(parent.stdout.readline())
+        holder = holder_of(port)
+        assert holder is not None and holder.pid == parent.pid and holder.is_gateway, holder
+        assert holder.pid != child_pid
+    finally:
+        if child_pid:
+            os.kill(child_pid, signal.SIGKILL)
+        parent.kill()
+        parent.wait()
