@@ -69,3 +69,80 @@ def test_qos0_publishes_are_never_treated_as_redeliveries():
     assert not f.is_redelivery("t", b"b", qos=1, dup=False)
     assert not f.is_redelivery("t", b"c", qos=1, dup=False)
     assert not f.is_redelivery("t", b"a", qos=1, dup=True)  # forgotten: only the last 2 are kept
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_session_slots_are_counted_per_address_and_in_total_and_given_back():
+    from gateway.links.limits import PeerLimits
+
+    limits = PeerLimits(max_sessions=3, max_sessions_per_peer=2)
+    assert limits.admit("10.0.0.1") is None and limits.admit("10.0.0.1") is None
+    assert "max_sessions_per_peer" in limits.admit("10.0.0.1")
+    assert limits.admit("10.0.0.2") is None
+    assert "(server.max_sessions)" in limits.admit("10.0.0.3")  # full for everyone
+    limits.release("10.0.0.1")
+    assert limits.admit("10.0.0.3") is None and limits.sessions == 3
+
+
+def test_failed_logins_lock_the_address_out_doubling_up_to_the_maximum_then_are_forgiven():
+    from gateway.links.limits import PeerLimits
+
+    clock = Clock()
+    limits = PeerLimits(login_backoff_s=1.0, login_backoff_max_s=8.0, clock=clock)
+    assert limits.login_wait("10.0.0.1") == 0
+    assert [limits.login_failed("10.0.0.1") for _ in range(5)] == [1.0, 2.0, 4.0, 8.0, 8.0]
+    assert limits.login_wait("10.0.0.1") == 8.0 and limits.login_wait("10.0.0.2") == 0  # others unaffected
+    clock.now += 8.5
+    assert limits.login_wait("10.0.0.1") == 0  # may try again: a failure now locks it out 8 s
+    assert limits.login_failed("10.0.0.1") == 8.0
+    clock.now += 8.0 + 8.0  # its lock-out, then quiet for login_backoff_max_s: forgiven
+    assert limits.login_wait("10.0.0.1") == 0
+    assert limits.login_failed("10.0.0.1") == 1.0
+
+
+def test_the_per_address_reading_bucket_refills_over_a_minute():
+    from gateway.links.limits import PeerLimits
+
+    clock = Clock()
+    limits = PeerLimits(readings_per_minute_per_peer=6, clock=clock)
+    assert [limits.take_reading("10.0.0.1") for _ in range(7)] == [True] * 6 + [False]
+    assert limits.take_reading("10.0.0.2")
+    clock.now += 10  # one token per 10 s
+    assert limits.take_reading("10.0.0.1") and not limits.take_reading("10.0.0.1")
+    assert all(PeerLimits(readings_per_minute_per_peer=0).take_reading("x") for _ in range(1000))  # 0: no limit
+
+
+def test_a_repeated_log_line_is_written_once_per_interval_and_then_counts_the_rest(caplog):
+    import logging
+
+    from gateway.links.limits import LogThrottle
+
+    clock = Clock()
+    throttle = LogThrottle(logging.getLogger("test.throttle"), 10.0, clock)
+    with caplog.at_level(logging.WARNING, logger="test.throttle"):
+        assert throttle.warning("k", "refused %s", "a")
+        assert not any(throttle.warning("k", "refused %s", "a") for _ in range(99))
+        assert throttle.warning("other", "refused %s", "b")  # another key has its own interval
+        clock.now += 10
+        assert throttle.warning("k", "refused %s", "a")
+    assert [r.getMessage() for r in caplog.records] == [
+        "refused a", "refused b", "refused a (and 99 more like it in the last 10 s)"]
+
+
+def test_the_gateway_limits_come_from_the_config():
+    cfg = parse_config({"server": {"max_sessions": 10, "max_sessions_per_peer": 3, "session_idle_s": 0},
+                        "devices": {"login_backoff_s": 2, "max_readings_per_minute_per_peer": 50}})
+    from gateway.app import default_links
+
+    links = {link.name: link for link in default_links(cfg)}
+    limits = links["websocket"].limits
+    assert limits is links["coap"].limits  # one count for both links
+    assert (limits.max_sessions, limits.max_sessions_per_peer, limits.login_backoff_s, limits.readings_per_minute) == (10, 3, 2.0, 50)
+    assert links["websocket"].idle_s is None  # 0: idle sessions stay
