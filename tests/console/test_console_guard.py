@@ -1,0 +1,99 @@
+"""The console's guard on its own (unit tests, own logic): the Secure cookie and the Origin scheme
+follow the request's TLS, plain http from another machine is refused when https is offered,
+sessions expire, and the login throttle doubles the wait."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gateway.console.password import PasswordError, PasswordFile, hash_password, matches
+from gateway.console.server import ConsoleServer
+from gateway.console.sessions import Sessions
+from gateway.console.throttle import LoginThrottle
+from gateway.links.http_front import HttpRequest
+from websockets.datastructures import Headers
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+HOST = "gw.local:8767"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _server(tmp_path: Path, *, tls_available: bool) -> ConsoleServer:
+    password = PasswordFile(tmp_path / "pw")
+    password.set("right password")
+    return ConsoleServer(password, Sessions(3600), LoginThrottle(3), {}, tls_available=tls_available)
+
+
+def _login(origin: str, *, secure: bool, remote: str = "192.168.1.20") -> HttpRequest:
+    headers = Headers({"Host": HOST, "Origin": origin, "Content-Type": "application/json"})
+    return HttpRequest("POST", "/console/api/login", headers, json.dumps({"password": "right password"}).encode(),
+                       ("192.168.1.2", 8767), (remote, 50000), "", secure)
+
+
+async def test_over_https_the_cookie_is_secure_and_the_origin_must_be_https(tmp_path) -> None:
+    server = _server(tmp_path, tls_available=True)
+    ok = await server.http(_login(f"https://{HOST}", secure=True))
+    assert ok.status == 200
+    cookie = dict(ok.headers)["Set-Cookie"]
+    assert "; Secure" in cookie and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert (await server.http(_login(f"http://{HOST}", secure=True))).status == 403
+
+
+async def test_plain_http_from_another_machine_is_refused_when_https_is_offered(tmp_path) -> None:
+    server = _server(tmp_path, tls_available=True)
+    refused = await server.http(_login(f"http://{HOST}", secure=False))
+    assert refused.status == 403 and b"use the https address" in refused.body
+    local = await server.http(_login(f"http://{HOST}", secure=False, remote="127.0.0.1"))
+    assert local.status == 200 and "Secure" not in dict(local.headers)["Set-Cookie"]
+    plain_only = _server(tmp_path / "plain", tls_available=False)  # screens.tls off: http is all there is
+    assert (await plain_only.http(_login(f"http://{HOST}", secure=False))).status == 200
+
+
+def test_a_session_ends_at_its_expiry_or_when_the_password_changes() -> None:
+    clock = Clock()
+    sessions = Sessions(60, clock)
+    s = sessions.create("hash-1")
+    assert sessions.get(s.token, "hash-1") == s
+    assert sessions.get(s.token, "hash-2") is None  # the password changed: gone for good
+    assert sessions.get(s.token, "hash-1") is None
+    t = sessions.create("hash-1")
+    clock.now += 61
+    assert sessions.get(t.token, "hash-1") is None
+
+
+def test_the_throttle_locks_out_after_the_limit_and_doubles_the_wait() -> None:
+    clock = Clock()
+    throttle = LoginThrottle(2, clock)
+    assert throttle.failed("10.0.0.9") == 0
+    assert throttle.failed("10.0.0.9") == 60
+    assert throttle.retry_after("10.0.0.8") == 0  # per peer
+    clock.now += 61
+    assert throttle.retry_after("10.0.0.9") == 0
+    assert throttle.failed("10.0.0.9") == 120
+    throttle.succeeded("10.0.0.9")
+    assert throttle.retry_after("10.0.0.9") == 0
+
+
+def test_passwords_are_stored_salted_and_hashed_and_short_ones_refused(tmp_path) -> None:
+    a, b = hash_password("same password"), hash_password("same password")
+    assert a != b and "same password" not in a and a.startswith("scrypt$")
+    assert matches(a, "same password") and not matches(a, "other password")
+    with pytest.raises(PasswordError):
+        hash_password("short")
+    store = PasswordFile(tmp_path / "pw")
+    store.set("a good password")
+    assert (tmp_path / "pw").stat().st_mode & 0o777 == 0o600
+    assert store.verify("a good password") and not store.verify("a bad password")
+    (tmp_path / "pw").write_text("garbage\n")
+    with pytest.raises(PasswordError, match="gateway console password"):
+        store.verify("a good password")
