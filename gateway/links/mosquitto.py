@@ -23,7 +23,7 @@ from pathlib import Path
 
 from gateway.devices.broker_password import mosquitto_hash
 from gateway.links.base import BrokerLogins
-from gateway.links.mosquitto_files import BrokerSettings, render_acl, render_config, render_passwd
+from gateway.links.mosquitto_files import BrokerSettings, render_acl, render_config, render_passwd, usable_login
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +226,10 @@ class MosquittoBroker:
 
     def _warn_old_tokens(self, rows: list[tuple[str, str | None]]) -> None:
         for device_id, hashed in rows:
-            if hashed is None:
+            if not usable_login(device_id):
+                log.warning("mqtt broker: device %s cannot log in to the embedded mosquitto: its password file "
+                            "takes no ':' in a username (use another device id for MQTT)", device_id)
+            elif hashed is None:
                 log.warning("mqtt broker: device %s has a token from before the embedded mosquitto, which cannot "
                             "check it: give it a new one with `gateway devices add %s` to use MQTT",
                             device_id, device_id)

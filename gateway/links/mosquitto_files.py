@@ -60,9 +60,15 @@ def render_config(s: BrokerSettings) -> str:
     return "\n".join(lines) + "\n"
 
 
+def usable_login(device_id: str) -> bool:
+    """mosquitto's password file is `user:hash`: a device id with ':' cannot be a login there."""
+    return ":" not in device_id
+
+
 def render_passwd(gateway_user: str, gateway_hash: str, logins: Sequence[tuple[str, str | None]]) -> str:
     rows = [f"{gateway_user}:{gateway_hash}"]
-    rows += [f"{device_id}:{hashed}" for device_id, hashed in logins if hashed and device_id != gateway_user]
+    rows += [f"{device_id}:{hashed}" for device_id, hashed in logins
+             if hashed and device_id != gateway_user and usable_login(device_id)]
     return "\n".join(rows) + "\n"
 
 
