@@ -132,9 +132,9 @@ async def _connect(url: str, device_id: str, token: str):
     return ws
 
 
-async def _send_reading(ws, seq: int, systolic: float, diastolic: float) -> None:
-    values = (("systolic", "mmHg", systolic), ("diastolic", "mmHg", diastolic), ("pulse", "bpm", 70.0))
-    await ws.send(encode(SensorReading(seq, "blood_pressure", int(time.time()) - 5, values)))
+async def _send_reading(ws, seq: int, systolic: float, diastolic: float, pulse: float = 70.0, ago_s: float = 5) -> None:
+    values = (("systolic", "mmHg", systolic), ("diastolic", "mmHg", diastolic), ("pulse", "bpm", pulse))
+    await ws.send(encode(SensorReading(seq, "blood_pressure", int(time.time() - ago_s), values)))
     while True:
         message = decode(await asyncio.wait_for(ws.recv(), 5))
         if isinstance(message, ReadingAck):

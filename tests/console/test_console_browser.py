@@ -23,6 +23,8 @@ CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 PHONE = {"width": 412, "height": 915}
+HISTORY = [(128, 82, 68), (134, 85, 72), (126, 80, 66), (139, 88, 74), (131, 84, 70), (145, 92, 79), (129, 83, 69),
+           (136, 86, 71), (124, 79, 65), (133, 85, 73), (142, 91, 76), (130, 84, 70), (127, 81, 67)]
 
 
 async def test_a_carer_logs_in_approves_a_box_adds_a_cuff_and_sees_its_readings_in_the_chart(console_gateway) -> None:
@@ -64,17 +66,17 @@ async def test_a_carer_logs_in_approves_a_box_adds_a_cuff_and_sees_its_readings_
             try:
                 await page.locator("#connected tbody tr", has_text="box-anna").wait_for(timeout=10_000)
                 await page.screenshot(path=ARTIFACTS / "console-devices-phone.png", full_page=True)
-                await _send_reading(ws, 101, 128, 82)
+                for i, (sys_, dia, pulse) in enumerate(HISTORY):  # the cuff's stored week, twice a day
+                    await _send_reading(ws, 101 + i, sys_, dia, pulse, ago_s=(len(HISTORY) - i) * 12 * 3600)
 
                 await page.click("nav button[data-page=readings]")
                 await page.select_option("#r-person", "anna")
                 await expect(page.locator("#r-kind option[value=blood_pressure]")).to_have_count(1)
                 await page.select_option("#r-kind", "blood_pressure")
-                await page.select_option("#r-days", "1")
                 await expect(page.locator("#r-chart line.threshold")).to_have_count(2)
                 before = await page.locator("#r-chart circle.point").count()
-                assert before >= 3  # systolic, diastolic and pulse of each reading
-                await _send_reading(ws, 102, 151, 94)  # above the rule's 140/90: shown above its lines
+                assert before >= 3 * len(HISTORY)  # systolic, diastolic and pulse of each reading
+                await _send_reading(ws, 200, 151, 94, 77)  # above the rule's 140/90: shown above its lines
                 await expect(page.locator("#r-chart circle.point")).to_have_count(before + 3, timeout=15_000)
             finally:
                 await ws.close()

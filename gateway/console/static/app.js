@@ -33,9 +33,15 @@ function button(label, onClick, cls) {
   return b;
 }
 
+function label(table) {  // each cell names its column: on a phone the rows stack as cards (console.css)
+  const names = [...table.querySelectorAll("thead th")].map((th) => th.textContent);
+  table.querySelectorAll("tbody tr").forEach((tr) => [...tr.cells].forEach((td, i) => { td.dataset.label = names[i] || ""; }));
+}
+
 function fill(tableId, noneId, rows, render) {
   const body = $(tableId).tBodies[0];
   body.replaceChildren(...rows.map((row) => { const tr = document.createElement("tr"); render(tr, row); return tr; }));
+  label($(tableId));
   $(noneId).classList.toggle("hidden", rows.length > 0);
   $(tableId).classList.toggle("hidden", rows.length === 0);
 }
@@ -108,6 +114,7 @@ async function loadReadings() {
     cell(tr, Object.entries(r.values).map(([n, v]) => `${n} ${v} ${r.units[n] || ""}`.trim()).join(", "));
     return tr;
   }));
+  label($("r-table"));
   // one line per value name (of the chosen kind, or kind.name for all kinds)
   const series = new Map();
   const nameOf = (r, n) => (d.kind ? n : `${r.kind} ${n}`);

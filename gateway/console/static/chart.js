@@ -15,7 +15,7 @@ function niceTicks(lo, hi, count) {
   const span = hi - lo || 1;
   const step0 = span / count;
   const mag = Math.pow(10, Math.floor(Math.log10(step0)));
-  const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= step0) || step0;
+  const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= step0 * 0.999) || step0;
   const ticks = [];
   for (let v = Math.ceil(lo / step) * step; v <= hi + 1e-9; v += step) ticks.push(+v.toFixed(6));
   return ticks;
@@ -29,7 +29,7 @@ function timeLabel(t, span) {
 
 function drawChart(svg, {series, thresholds, from, to}) {
   while (svg.firstChild) svg.removeChild(svg.firstChild);
-  const W = 640, H = 300, L = 44, R = 10, T = 10, B = 28;
+  const W = 480, H = 260, L = 40, R = 8, T = 10, B = 26;
   const values = series.flatMap((s) => s.points.map((p) => p[1])).concat(thresholds.map((t) => t.value));
   if (!values.length) return;
   let lo = Math.min(...values), hi = Math.max(...values);
@@ -37,7 +37,7 @@ function drawChart(svg, {series, thresholds, from, to}) {
   lo -= pad; hi += pad;
   const x = (t) => L + ((t - from) / (to - from || 1)) * (W - L - R);
   const y = (v) => T + (1 - (v - lo) / (hi - lo)) * (H - T - B);
-  for (const v of niceTicks(lo, hi, 5)) {
+  for (const v of niceTicks(lo, hi, 6)) {
     svgEl("line", {x1: L, x2: W - R, y1: y(v), y2: y(v), class: "grid"}, svg);
     svgEl("text", {x: L - 6, y: y(v) + 4, "text-anchor": "end"}, svg).textContent = String(v);
   }
