@@ -194,17 +194,18 @@ async def _serial(cfg: GatewayConfig, runner: EngineRunner, tmp: Path, n: int) -
 
 
 async def _bare_broker_loop(n: int) -> tuple[float, float]:
-    from gateway.links.mqtt_broker import EmbeddedBroker
+    """The bare paho loop through the same broker the embedded runs use: mosquitto, run as the
+    gateway runs it (a scratch folder, the gateway's login)."""
+    from gateway.links.base import no_logins
+    from gateway.links.mosquitto import MosquittoBroker
 
-    async def anyone(user: str | None, password: str | None) -> bool:
-        return True
-
-    broker = EmbeddedBroker("127.0.0.1", 0, "bench", anyone)
-    await broker.start()
-    try:
-        return await _bare_paho(broker.port, n, broker.gateway_user, broker.gateway_password)
-    finally:
-        await broker.stop()
+    with tempfile.TemporaryDirectory(prefix="bench-mosquitto-") as folder:
+        broker = MosquittoBroker(Path(folder), "127.0.0.1", 0, "bench", 1 << 17, no_logins, open_enrolment=True)
+        await broker.start()
+        try:
+            return await _bare_paho(broker.port, n, broker.gateway_user, broker.gateway_password)
+        finally:
+            await broker.stop()
 
 
 def run_bench_links(cfg: GatewayConfig, readings: int, as_json: bool,
