@@ -7,6 +7,7 @@ from functools import partial
 from gateway.config import GatewayConfig
 from gateway.console.api_devices import DeviceSettings, DevicesApi
 from gateway.console.api_health import HealthApi, Port
+from gateway.console.api_memory import MemoryApi
 from gateway.console.api_readings import ReadingsApi
 from gateway.console.log_tail import LogTail
 from gateway.console.password import PasswordFile
@@ -54,6 +55,6 @@ def build_console(cfg: GatewayConfig, db: Database, registry: SessionRegistry, m
     models = {"asr": f"{cfg.asr.engine} {cfg.asr.model}", "tts": f"{cfg.tts.engine} {cfg.tts.voice}",
               "memory": m.embedding if m.enabled else "off"}
     routes = {**DevicesApi(db, registry, settings).routes(), **ReadingsApi(db, person_of, rules_of, m.users).routes(),
-              **HealthApi(registry, _ports(cfg), models, log_tail).routes()}
+              **HealthApi(registry, _ports(cfg), models, log_tail).routes(), **MemoryApi(memory, m.users).routes()}
     return ConsoleServer(password, Sessions(c.session_hours * 3600), LoginThrottle(c.max_failed_logins), routes,
                          tls_available=cfg.screens.tls)

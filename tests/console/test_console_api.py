@@ -216,3 +216,33 @@ async def test_logout_and_a_new_password_end_the_sessions(console_gateway) -> No
         assert (await two.login("a brand new password")).status == 200
     finally:
         store.set(PASSWORD)
+
+
+async def _wait_for(fetch, condition, timeout: float = 15.0):
+    """Poll the API until `condition(answer)` (bounded; the memory writes in the background)."""
+    async with asyncio.timeout(timeout):
+        while not condition(answer := await fetch()):
+            await asyncio.sleep(0.1)
+    return answer
+
+
+async def test_a_spoken_turn_shows_in_the_conversations_and_the_memory_can_be_searched(console_gateway, admin, fake_speak) -> None:
+    from gateway.cli.virtual_box import simulate
+
+    audio, rate = fake_speak("Thank you.")
+    await simulate(console_gateway.device_url, audio, rate, device_id="box-anna", speed=2.0, timeout=30)
+
+    async def turns():
+        return (await admin.request("GET", "/console/api/conversations?person=anna&device=box-anna")).json()
+
+    answer = await _wait_for(turns, lambda a: any(t["said"] == "Thank you." for t in a["turns"]))
+    [turn] = [t for t in answer["turns"] if t["said"] == "Thank you."][:1]
+    assert turn["device_id"] == "box-anna" and turn["answered"] == "You are welcome."
+    found = (await admin.request("GET", "/console/api/memory?person=anna&q=thank+you&n=5")).json()
+    assert any("Thank you." in n["content"] for n in found["nodes"])
+    rules = (await admin.request("GET", "/console/api/memory?person=anna&tag=kind:rule")).json()
+    assert [n["content"] for n in rules["nodes"]] == ["Blood pressure above 140/90: tell Anna to rest."]
+    assert "anna" in (await admin.request("GET", "/console/api/people")).json()["people"]
+    for bad in ("memory?q=x", "memory?person=anna&n=0", "memory?person=anna&type=nonsense", "conversations?person=anna&n=x"):
+        answer = await admin.request("GET", f"/console/api/{bad}")
+        assert answer.status == 400 and answer.json()["message"], bad

@@ -1,7 +1,8 @@
 """The console in a real headless Chromium (Debian's) against a running gateway with real
 databases: log in, approve a waiting box, add a device and connect it with the credentials the
 page shows, and see its blood-pressure readings appear in the chart (two lines and the pulse,
-with the memory rule's thresholds drawn). Screenshots go to test-artifacts/ (not committed)."""
+with the memory rule's thresholds drawn); a spoken turn appears on the Talk page; the memory
+search finds the readings. Screenshots go to test-artifacts/ (not committed)."""
 
 from __future__ import annotations
 
@@ -27,8 +28,10 @@ HISTORY = [(128, 82, 68), (134, 85, 72), (126, 80, 66), (139, 88, 74), (131, 84,
            (136, 86, 71), (124, 79, 65), (133, 85, 73), (142, 91, 76), (130, 84, 70), (127, 81, 67)]
 
 
-async def test_a_carer_logs_in_approves_a_box_adds_a_cuff_and_sees_its_readings_in_the_chart(console_gateway) -> None:
+async def test_a_carer_logs_in_approves_a_box_adds_a_cuff_and_sees_its_readings_in_the_chart(console_gateway, fake_speak) -> None:
     from playwright.async_api import async_playwright, expect
+
+    from gateway.cli.virtual_box import simulate
 
     ARTIFACTS.mkdir(exist_ok=True)
     db, ttl = console_gateway.gateway.db, console_gateway.cfg.xiaozhi.activation_ttl_s
@@ -87,6 +90,20 @@ async def test_a_carer_logs_in_approves_a_box_adds_a_cuff_and_sees_its_readings_
             await page.screenshot(path=ARTIFACTS / "console-readings-phone.png", full_page=True)
             await page.set_viewport_size({"width": 1000, "height": 800})
             await page.screenshot(path=ARTIFACTS / "console-readings.png", full_page=True)
+
+            # a spoken turn appears on the Talk page by itself; the memory finds it
+            audio, rate = fake_speak("Thank you.")
+            await simulate(console_gateway.device_url, audio, rate, device_id="box-anna", speed=2.0, timeout=30, token=token)
+            await page.click("nav button[data-page=conversations]")
+            await page.select_option("#c-person", "anna")
+            await page.locator("#c-table tbody tr", has_text="You are welcome.").first.wait_for(timeout=15_000)
+            await page.click("nav button[data-page=memory]")
+            await page.select_option("#m-person", "anna")
+            await page.fill("#m-q", "blood pressure")
+            await page.click("#m-form button[type=submit]")
+            await expect(page.locator("#m-title")).to_have_text('Best matches for "blood pressure"')
+            await page.locator("#m-table tbody tr", has_text="blood pressure").first.wait_for(timeout=15_000)
+            await page.screenshot(path=ARTIFACTS / "console-memory.png", full_page=True)
 
             await page.click("nav button[data-page=health]")
             await page.locator("#h-ports", has_text="screens.port").wait_for()

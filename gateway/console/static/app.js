@@ -144,6 +144,36 @@ async function loadReadings() {
 }
 ["r-person", "r-kind", "r-days"].forEach((id) => $(id).addEventListener("change", () => refresh()));
 
+// ---- conversations and memory (read-only) ----
+async function people(select) {
+  const p = await api("GET", "people");
+  setOptions(select, p.people, (v) => v);
+  return select.value;
+}
+
+async function loadConversations() {
+  const person = await people($("c-person"));
+  if (!person) { fill("c-table", "c-none", [], () => {}); return; }
+  const d = await api("GET", `conversations?${new URLSearchParams({person, device: $("c-device").value, n: "50"})}`);
+  const devices = [...new Set(d.turns.map((t) => t.device_id).concat($("c-device").value ? [$("c-device").value] : []))];
+  setOptions($("c-device"), ["", ...devices], (v) => v || "all devices");
+  fill("c-table", "c-none", d.turns, (tr, t) => { cell(tr, when(t.ts)); cell(tr, t.device_id); cell(tr, t.said); cell(tr, t.answered); });
+}
+["c-person", "c-device"].forEach((id) => $(id).addEventListener("change", () => refresh()));
+
+let memoryDirty = true;  // a search is run when asked, not every 3 s
+async function loadMemory() {
+  const person = await people($("m-person"));
+  if (!person || !memoryDirty) return;
+  memoryDirty = false;
+  const q = $("m-q").value.trim();
+  const d = await api("GET", `memory?${new URLSearchParams({person, q, type: $("m-type").value, tag: $("m-tag").value.trim(), n: "50"})}`);
+  $("m-title").textContent = q ? `Best matches for "${q}"` : "Newest memories";
+  fill("m-table", "m-none", d.nodes, (tr, n) => { cell(tr, when(n.ts)); cell(tr, n.type); cell(tr, n.content); cell(tr, n.tags.join(" "), "muted"); });
+}
+$("m-form").addEventListener("submit", (event) => { event.preventDefault(); memoryDirty = true; refresh(); });
+$("m-person").addEventListener("change", () => { memoryDirty = true; refresh(); });
+
 // ---- health ----
 async function loadHealth() {
   const h = await api("GET", "health");
@@ -157,7 +187,8 @@ async function loadHealth() {
 }
 
 // ---- navigation, refresh ----
-const loaders = {devices: loadDevices, readings: loadReadings, health: loadHealth};
+const loaders = {devices: loadDevices, readings: loadReadings, conversations: loadConversations, memory: loadMemory,
+  health: loadHealth};
 let busy = false;
 async function refresh() {
   if (busy) return;
@@ -166,6 +197,7 @@ async function refresh() {
 }
 document.querySelectorAll("nav button").forEach((b) => b.addEventListener("click", () => {
   page = b.dataset.page;
+  memoryDirty = true;
   document.querySelectorAll("nav button").forEach((o) => o.classList.toggle("active", o === b));
   Object.keys(loaders).forEach((p) => $(`page-${p}`).classList.toggle("hidden", p !== page));
   show("");
