@@ -22,6 +22,8 @@ class ListenConfig(_Section):
     wake_window_s: float = Field(5.0, ge=0.5, le=60)  # after a bare wake word: time to start the question
     follow_up_s: float = Field(6.0, ge=0, le=120)
     stop_words: tuple[str, ...] = DEFAULT_STOP_WORDS
+    echo_check: bool = True  # barge-in only by speech that is not the reply's own echo
+    echo_similarity: float = Field(0.9, gt=0, lt=1)  # correlation with the reply at and above which it is echo
     devices: dict[str, ListenModeName] = {}  # per-device mode: device id -> mode
 
     @field_validator("stop_words")

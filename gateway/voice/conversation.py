@@ -15,7 +15,10 @@ in it: the question is the audio after the word; or a woken / follow-up window o
 does the device hear VadEvents and a Transcript. A wake word during a reply is a barge-in; speech
 that is not addressed during a reply is transcribed only to look for a stop word. Any transcript
 that is only a stop word ends the reply and starts no turn. The listen state changes are published
-as `ListenChanged` (the box's ListenState, the screens).
+as `ListenChanged` (the box's ListenState, the screens). Echo-proof barge-in (`listen.echo_check`):
+while a reply plays (and for a moment after), speech is first compared with the reply audio sent
+(gateway/voice/echo.py); the box's own echo is no speech of the user: no barge-in, no turn. It is
+re-checked every ~100 ms while it lasts, so a person talking over it still barges in.
 
 The conversation talks to its connection's `BrainSession` (handed in by the device session) through
 the brain contract only: `reply` for each turn, then `spoken` with what was actually played (the
@@ -37,7 +40,7 @@ from datetime import datetime
 
 import numpy as np
 
-from firmware_protocol import AudioFormat
+from firmware_protocol import AudioChunk, AudioFormat, Message
 from gateway.audio.pcm import s16le_to_float
 from gateway.brain.contract import BrainContext, BrainSession, Sentence
 from gateway.config import GatewayConfig
@@ -45,6 +48,7 @@ from gateway.config.listen import ListenModeName
 from gateway.engines.base import VadEngine
 from gateway.engines.runner import EngineRunner
 from gateway.engines.wake_word import WakeWordDetector
+from gateway.voice.echo import EchoReference
 from gateway.voice.endpointing import Endpointer, Event
 from gateway.voice.events import (ListenChanged, ReplyEnded, SentenceStarted, SpeechEnded, SpeechStarted, TurnEvent,
                                   TurnEvents, TurnMetrics)
@@ -96,6 +100,11 @@ class Conversation:
         self._told = False  # the device was told its first listen state
         self._stop_check: asyncio.Task[None] | None = None
         events = _Watched(events, self._watch)  # the Replier's ReplyEnded move the listen state
+        self._echo = EchoReference(audio_out.sample_rate) if lc.echo_check else None
+        self._echo_suspect = False  # the current utterance sounds like the reply's own echo so far
+        self._echo_checked_ms = 0.0
+        self._reply_end_ms: float | None = None  # mic position when the last reply ended
+        self._noise: float | None = None  # the microphone's power between utterances (per sample)
         self._runner = runner
         self._brain = brain
         self._events = events
@@ -114,7 +123,7 @@ class Conversation:
             self._listen.reply_started()
             await events.publish(SentenceStarted(device_id, stream_id, sentence))
 
-        speaker = Speaker(runner, send, audio_out, cfg.audio.chunk_ms, cfg.audio.prebuffer_ms,
+        speaker = Speaker(runner, self._tap(send), audio_out, cfg.audio.chunk_ms, cfg.audio.prebuffer_ms,
                           on_sentence=on_sentence, on_start=started, who=device_id)
         self._replier = Replier(device_id, peer, brain, speaker, events)
         self._spec: _Speculation | None = None
@@ -134,6 +143,11 @@ class Conversation:
                 await self._on_event(heard.event, heard.audio_ms)
         if (change := self._listen.advance(self._listener.position_ms)) is not None:
             await self._tell(change, "")
+        if self._echo_suspect and self._listener.in_speech:
+            await self._recheck_echo()
+        elif not self._listener.in_speech and samples.size:
+            power = float(np.mean(samples.astype(np.float64) ** 2))  # falls at once, rises slowly
+            self._noise = power if self._noise is None or power < self._noise else 0.98 * self._noise + 0.02 * power
 
     async def on_audio_stop(self) -> None:
         """The device ended its audio stream (push-to-talk released): the utterance ends now."""
@@ -169,7 +183,9 @@ class Conversation:
     # ---- listening ----------------------------------------------------------------------
     async def _on_event(self, event: Event, audio_ms: float) -> None:
         if event is Event.SPEECH_START:
-            self._announced = self._listen.is_open(self._listener.utterance_start_ms)
+            self._echo_checked_ms = audio_ms
+            self._echo_suspect = await self._is_echo()
+            self._announced = not self._echo_suspect and self._listen.is_open(self._listener.utterance_start_ms)
             if not self._announced:
                 return  # not addressed (yet): a wake word in it may still address it
             await self._events.publish(SpeechStarted(self.device_id, int(audio_ms)))
@@ -198,6 +214,10 @@ class Conversation:
         whole = self._listener.utterance_audio()
         self._listener.end_utterance()
         announced, self._announced = self._announced, False
+        if self._echo_suspect:  # the reply's own echo from start to end: nobody spoke
+            self._echo_suspect = False
+            log.info("%s: the reply's own echo (%.1f s): no barge-in, no turn", self.device_id, _ms(whole) / 1000)
+            outcome = Outcome(Verdict.DROP)
         if outcome.verdict is not Verdict.TURN:
             await self._drop_speculation()
             if outcome.verdict is Verdict.CHECK_STOP:
@@ -220,6 +240,7 @@ class Conversation:
         if change is None and self._listen.state is not Listening.WOKEN:
             return  # always / ptt: a wake word changes nothing
         await self.interrupt(f"wake word {woke.word}")  # a reply playing or on its way: barge-in
+        self._echo_suspect = False
         await self._drop_speculation()  # decoded before the wake word: it would hold the word itself
         if self._listener.in_speech and not self._announced:
             self._announced = True
@@ -258,12 +279,52 @@ class Conversation:
             self._stop_check.cancel()
         self._stop_check = asyncio.create_task(run(), name=f"stop-word check {self.device_id}")
 
+    def _tap(self, send: Send) -> Send:
+        """The Speaker's send, its reply audio also kept as the echo reference (not a turn's events)."""
+        echo = self._echo
+        if echo is None:
+            return send
+
+        async def tapped(message: Message) -> None:
+            if isinstance(message, AudioChunk):
+                echo.played(message.data)
+            await send(message)
+
+        return tapped
+
+    async def _is_echo(self) -> bool:
+        """Does the microphone's last ECHO_WINDOW_MS sound like the reply being played (or just played)?"""
+        echo = self._echo
+        if echo is None or echo.empty:
+            return False
+        end = self._reply_end_ms
+        if not self._listen.replying and (end is None or self._listener.position_ms - end > ECHO_TAIL_MS):
+            return False
+        window = self._listener.utterance_audio()[-ECHO_WINDOW_MS * ASR_RATE // 1000:]
+        return await asyncio.to_thread(echo.explains, window, self._cfg.listen.echo_similarity, self._noise)
+
+    async def _recheck_echo(self) -> None:
+        """Still only the echo? Checked every ECHO_RECHECK_MS of audio; a voice over it barges in."""
+        now = self._listener.position_ms
+        if now - self._echo_checked_ms < ECHO_RECHECK_MS:
+            return
+        self._echo_checked_ms = now
+        if await self._is_echo():
+            return
+        self._echo_suspect = False
+        if self._listen.is_open(self._listener.utterance_start_ms):
+            self._announced = True
+            await self._events.publish(SpeechStarted(self.device_id, int(now)))
+            if self._cfg.vad.barge_in:
+                await self.interrupt("the user started speaking over the reply (not its echo)")
+
     async def _tell(self, state: Listening, word: str) -> None:
         await self._events.publish(ListenChanged(self.device_id, state.name.lower(), word,
                                                  int(self._listener.position_ms)))
 
     async def _watch(self, event: TurnEvent) -> None:
         if isinstance(event, ReplyEnded):
+            self._reply_end_ms = self._listener.position_ms
             change = self._listen.reply_ended(self._listener.position_ms, event.aborted)
             if change is not None:
                 await self._tell(change, "")
@@ -286,6 +347,11 @@ class Conversation:
             return text, (time.monotonic() - started) * 1000
 
         return asyncio.create_task(run(), name=f"decode {self.device_id}")
+
+
+ECHO_WINDOW_MS = 250  # the microphone audio compared with the reply
+ECHO_RECHECK_MS = 90  # how often an echo-like utterance is compared again
+ECHO_TAIL_MS = 1500  # the echo check stays on this long after a reply ended (the box's buffer, the room)
 
 
 class _Watched(TurnEvents):
