@@ -60,10 +60,14 @@ def _announce(cfg: GatewayConfig, links: list[DeviceLink]) -> None:
         if link.name == "screens":
             lan = cfg.screens.host in ("0.0.0.0", "::", "")
             host = socket.gethostname() if lan else cfg.screens.host
+            scheme = "http" if host in ("127.0.0.1", "localhost", "::1") else link.scheme
             key = screen_key(cfg.path(cfg.screens.access_key))
             print(f"Screens (watch every conversation; the key is `gateway screens key`): "
-                  f"{page_url(link.scheme, host, link.port, key)}")
-            print(f"The browser voice box: {link.scheme}://{host}:{link.port}/")
+                  f"{page_url(scheme, host, link.port, key)}")
+            print(f"The browser voice box: {scheme}://{host}:{link.port}/")
+            if scheme == "https":  # the port speaks http too, for this machine (no certificate to accept)
+                print(f"  (a self-signed certificate: the browser asks to accept it once; on this machine "
+                      f"also http://127.0.0.1:{link.port}/)")
             if cfg.console.enabled:  # the first run makes the admin password and shows it once
                 made = PasswordFile(cfg.path(cfg.console.password_file)).ensure()
                 print(f"Console: {link.scheme}://{host}:{link.port}/console" + (

@@ -254,7 +254,7 @@ class ScreensConfig(_Section):
     port: int = Field(8767, ge=0, le=65535)
     path: str = Field("/screen", pattern=r"^/[A-Za-z0-9_./-]*$")
     audio_cache: int = Field(64, ge=1, le=10000)
-    tls: bool = False
+    tls: bool = True  # https for other machines (self-signed on first run), http on this one: one port
     cert: Path = Path("data/screens-cert.pem")
     key: Path = Path("data/screens-key.pem")
     access_key: Path = Path("data/screens-access-key")  # the screen key, made on first run

@@ -8,6 +8,7 @@ import asyncio
 import json
 import logging
 import re
+import socket
 import urllib.error
 import urllib.request
 
@@ -85,5 +86,9 @@ async def test_gateway_screens_key_prints_the_key_and_the_banner_prints_the_page
     cfg = load_config(config)
     _announce(cfg, [SimpleNamespace(name="ws", port=8765), SimpleNamespace(name="screens", scheme="http", port=8799)])
     assert f":8799/?watch=all&key={key}" in capsys.readouterr().out  # the same key, not a new one
+    _announce(cfg, [SimpleNamespace(name="ws", port=8765), SimpleNamespace(name="screens", scheme="https", port=8799)])
+    banner = capsys.readouterr().out  # with TLS: https for the LAN, http on this machine
+    assert f"https://{socket.gethostname()}:8799/?watch=all&key={key}" in banner
+    assert "accept it once" in banner and "also http://127.0.0.1:8799/" in banner
     assert main(["screens", "key", "--new", "--config", str(config)]) == 0
     assert capsys.readouterr().out.splitlines()[0] != key
