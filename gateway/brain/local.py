@@ -1,12 +1,17 @@
-"""The local brain: answers instantly and offline from the reply table (`config/replies.yaml`)."""
+"""The local brain: answers instantly and offline from the reply table (`config/replies.yaml`).
+
+Built from the config, it re-reads the file when it changes (a stat per answer, like the
+expression's rule files): an edit (by hand or from the console) is used from the next answer on;
+a broken edit is logged and the last good table kept."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
 from gateway.brain.contract import Brain, BrainContext, BrainSession, Sentence, sentences_of
-from gateway.brain.replies import ReplyTable, load_reply_table, render
+from gateway.brain.replies import ReplyTable, load_reply_table, parse_reply_text, render
+from gateway.expression.watched import WatchedFile
 
 if TYPE_CHECKING:
     from gateway.config import GatewayConfig
@@ -15,17 +20,26 @@ if TYPE_CHECKING:
 class LocalBrain(Brain):
     """Answers from the reply table: first matching intent wins, else the fallback sentence."""
 
-    def __init__(self, table: ReplyTable, fallback: str) -> None:
+    def __init__(self, table: ReplyTable, fallback: str, current: Callable[[], ReplyTable] | None = None) -> None:
         if not fallback.strip():
             raise ValueError("the fallback reply must not be empty")
-        self.table = table
+        self._table = table
+        self._current = current  # the table as the file is now (hot reload), else the fixed `table`
         self.fallback = fallback
         self._turns: dict[int, int] = {}  # intent index -> times answered (for pick: rotate)
 
     @classmethod
     def from_config(cls, cfg: GatewayConfig) -> LocalBrain:
-        """Load `cfg.brain.replies` (relative to the config file). Raises ConfigError if broken."""
-        return cls(load_reply_table(cfg.path(cfg.brain.replies)), cfg.brain.fallback)
+        """Load `cfg.brain.replies` (relative to the config file), re-read when it changes. Raises
+        ConfigError if broken at start."""
+        path = cfg.path(cfg.brain.replies)
+        table = load_reply_table(path)
+        watched = WatchedFile(path, lambda text: parse_reply_text(text, str(path)), table)
+        return cls(table, cfg.brain.fallback, watched.get)
+
+    @property
+    def table(self) -> ReplyTable:
+        return self._current() if self._current is not None else self._table
 
     def try_answer(self, utterance: str, ctx: BrainContext) -> str | None:
         """The whole reply text when an intent matches, else None (the seam for an LLM fallback)."""

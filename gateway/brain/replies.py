@@ -123,11 +123,16 @@ def load_reply_table(path: Path) -> ReplyTable:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"replies error: cannot read {path}: {exc.strerror}") from None
+    return parse_reply_text(text, str(path))
+
+
+def parse_reply_text(text: str, source: str = "<memory>") -> ReplyTable:
+    """Validate the text of a replies file. Raises ConfigError naming the source, intent and problem."""
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"replies error: {path} is not valid YAML: {exc}") from None
-    return parse_reply_table(data, str(path))
+        raise ConfigError(f"replies error: {source} is not valid YAML: {exc}") from None
+    return parse_reply_table(data, source)
 
 
 def parse_reply_table(data: Any, source: str = "<memory>") -> ReplyTable:

@@ -9,6 +9,7 @@ from gateway.console.api_devices import DeviceSettings, DevicesApi
 from gateway.console.api_health import HealthApi, Port
 from gateway.console.api_memory import MemoryApi
 from gateway.console.api_readings import ReadingsApi
+from gateway.console.api_replies import RepliesApi
 from gateway.console.log_tail import LogTail
 from gateway.console.password import PasswordFile
 from gateway.console.server import ConsoleServer
@@ -55,6 +56,7 @@ def build_console(cfg: GatewayConfig, db: Database, registry: SessionRegistry, m
     models = {"asr": f"{cfg.asr.engine} {cfg.asr.model}", "tts": f"{cfg.tts.engine} {cfg.tts.voice}",
               "memory": m.embedding if m.enabled else "off"}
     routes = {**DevicesApi(db, registry, settings).routes(), **ReadingsApi(db, person_of, rules_of, m.users).routes(),
-              **HealthApi(registry, _ports(cfg), models, log_tail).routes(), **MemoryApi(memory, m.users).routes()}
+              **HealthApi(registry, _ports(cfg), models, log_tail).routes(), **MemoryApi(memory, m.users).routes(),
+              **RepliesApi(cfg.path(cfg.brain.replies)).routes()}
     return ConsoleServer(password, Sessions(c.session_hours * 3600), LoginThrottle(c.max_failed_logins), routes,
                          tls_available=cfg.screens.tls)

@@ -175,7 +175,7 @@ class ConsoleServer:
         except ApiError as exc:
             log.warning("%s: %s /console/api/%s refused: %s", peer, request.method, path, exc.message)
             return _json(exc.status, {"error": "bad-request" if exc.status == 400 else "refused",
-                                      "message": exc.message, "field": exc.field})
+                                      "message": exc.message, "field": exc.field, "line": exc.line})
         if isinstance(answer, FileAnswer):
             disposition = ("Content-Disposition", f'attachment; filename="{answer.filename}"')
             return HttpReply(200, answer.body, answer.content_type, SECURITY + (disposition,))

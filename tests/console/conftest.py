@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,7 +96,9 @@ class Client:
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def console_gateway(fake_runner, tmp_path_factory) -> AsyncIterator[ConsoleGateway]:
     data = tmp_path_factory.mktemp("console")
+    shutil.copy(ROOT / "config" / "replies.yaml", data / "replies.yaml")  # the console edits this copy
     cfg = parse_config({
+        "brain": {"replies": str(data / "replies.yaml")},
         "server": {"hello_timeout_s": 2},
         "devices": {"database": str(data / "gateway.db")},
         "console": {"password_file": str(data / "console-password"), "max_failed_logins": 3},

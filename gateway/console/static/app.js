@@ -13,7 +13,7 @@ async function api(method, path, body) {
   const answer = await fetch(`/console/api/${path}`, {method, headers, body: body === undefined ? undefined : JSON.stringify(body)});
   if (answer.status === 401) { location.reload(); throw new Error("logged out"); }
   const data = await answer.json().catch(() => ({}));
-  if (!answer.ok) { const e = new Error(data.message || `${answer.status}`); e.field = data.field; throw e; }
+  if (!answer.ok) { const e = new Error(data.message || `${answer.status}`); e.field = data.field; e.line = data.line; throw e; }
   return data;
 }
 
@@ -174,6 +174,50 @@ async function loadMemory() {
 $("m-form").addEventListener("submit", (event) => { event.preventDefault(); memoryDirty = true; refresh(); });
 $("m-person").addEventListener("change", () => { memoryDirty = true; refresh(); });
 
+// ---- replies ----
+let repliesLoaded = false;
+async function loadReplies() {
+  if (repliesLoaded) return;  // never overwrite what is being edited
+  const r = await api("GET", "replies");
+  $("rep-path").textContent = r.path;
+  $("rep-text").value = r.text;
+  repliesLoaded = true;
+}
+
+function showReplyError(e) {
+  const box = $("rep-error");
+  box.replaceChildren();
+  $("rep-status").textContent = "";
+  if (!e) { box.classList.add("hidden"); return; }
+  const lines = $("rep-text").value.split("\n");
+  const at = e.line || 1;
+  const from = Math.max(1, at - 2), to = Math.min(lines.length, at + 2);
+  box.start = from;
+  for (let n = from; n <= to; n++) {
+    const li = document.createElement("li");
+    li.textContent = lines[n - 1] || " ";
+    if (e.line && n === at) li.className = "bad";
+    if (n === at) { const m = document.createElement("div"); m.className = "message"; m.textContent = (e.line ? `line ${at}: ` : "") + e.message; li.appendChild(m); }
+    box.appendChild(li);
+  }
+  box.classList.remove("hidden");
+  if (e.line) {  // put the cursor on the line
+    const offset = lines.slice(0, at - 1).reduce((sum, l) => sum + l.length + 1, 0);
+    $("rep-text").setSelectionRange(offset, offset + (lines[at - 1] || "").length);
+  }
+}
+
+async function sendReplies(path, done) {
+  try {
+    const r = await api("POST", path, {text: $("rep-text").value});
+    showReplyError(null);
+    $("rep-status").textContent = `${done}: ${r.intents.length} intents`;
+    $("rep-status").className = "ok";
+  } catch (e) { showReplyError(e); }
+}
+$("rep-check").addEventListener("click", () => sendReplies("replies/check", "valid"));
+$("rep-save").addEventListener("click", () => sendReplies("replies", "saved, used from the next answer"));
+
 // ---- health ----
 async function loadHealth() {
   const h = await api("GET", "health");
@@ -188,7 +232,7 @@ async function loadHealth() {
 
 // ---- navigation, refresh ----
 const loaders = {devices: loadDevices, readings: loadReadings, conversations: loadConversations, memory: loadMemory,
-  health: loadHealth};
+  replies: loadReplies, health: loadHealth};
 let busy = false;
 async function refresh() {
   if (busy) return;
