@@ -10,7 +10,6 @@ SIGHUP when the device registry changes (polled: `gateway devices add` runs in a
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ctypes
 import getpass
 import logging
@@ -23,6 +22,7 @@ from pathlib import Path
 
 from gateway.devices.broker_password import mosquitto_hash
 from gateway.links.base import BrokerLogins
+from gateway.links.mosquitto_log import BrokerLog
 from gateway.links.mosquitto_files import BrokerSettings, render_acl, render_config, render_passwd, usable_login
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ class MosquittoBroker:
         self._stopping = False
         self.restarts = 0
         self.reloads = 0
-        self._peers = _PeerTracker()
+        self._log = BrokerLog(prefix, open_enrolment)
         self._reloaded = asyncio.Event()
 
     # ---- files ----------------------------------------------------------------------------------
@@ -96,6 +96,7 @@ class MosquittoBroker:
 
     def _write_logins(self) -> None:
         registered = [device_id for device_id, _ in self._registry]
+        self._log.logins(self.gateway_user, registered)
         for name, text in (("passwd", render_passwd(self.gateway_user, self._gateway_hash, self._registry)),
                            ("acl", render_acl(self._settings(), registered))):
             tmp = self.folder / f"{name}.new"
@@ -239,45 +240,8 @@ class MosquittoBroker:
             return
         if line == "Reloading config.":
             self._reloaded.set()
-        peer = self._peers.see(line)
-        level = logging.INFO
-        if "not authorised" in line or "oversize packet" in line or "closing old connection" in line or "protocol error" in line or "denied" in line.lower():
-            level = logging.WARNING
-        elif line.startswith(("Error", "error")):
-            level = logging.ERROR
-        elif line.startswith(("New connection from", "Client ", "New client connected")):
-            level = logging.DEBUG
-        log.log(level, "mqtt broker: %s%s", line, f" (peer {peer})" if peer and level >= logging.WARNING else "")
+        level, text = self._log.line(line)
+        log.log(level, "mqtt broker: %s", text)
 
     async def stop(self) -> None:
         await self._end_process()
-
-
-class _PeerTracker:
-    """Names the address behind mosquitto's "Client X disconnected, not authorised." lines, which
-    carry no address: connections not yet logged in, in order, and logged-in ids -> address."""
-
-    def __init__(self) -> None:
-        self._pending: list[str] = []
-        self._by_id: dict[str, str] = {}
-
-    def see(self, line: str) -> str | None:
-        words = line.split()
-        if line.startswith("New connection from") and len(words) >= 4:
-            self._pending = (self._pending + [words[3]])[-64:]
-        elif line.startswith("New client connected from") and len(words) >= 7:
-            address, client = words[4], words[6]
-            with contextlib.suppress(ValueError):
-                self._pending.remove(address)
-            self._by_id[client] = address
-            if len(self._by_id) > 4096:
-                self._by_id.pop(next(iter(self._by_id)))
-        elif line.startswith("Client ") and "already connected" in line:  # the new connection's CONNECT
-            return self._pending[0] if self._pending else None
-        elif line.startswith("Client ") and len(words) >= 2:
-            client = words[1]
-            if client in self._by_id:
-                return self._by_id.pop(client) if " disconnected" in line else self._by_id[client]
-            if " disconnected" in line and self._pending:
-                return self._pending.pop(0)
-        return None

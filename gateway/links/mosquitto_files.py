@@ -52,6 +52,7 @@ def render_config(s: BrokerSettings) -> str:
         "log_type warning",
         "log_type notice",
         "log_type information",
+        "log_type subscribe",  # checked against the ACL by gateway/links/mosquitto_log.py
         "connection_messages true",
         f"listener {s.port} {s.host}" if s.host else f"listener {s.port}",
     ]

@@ -159,8 +159,9 @@ async def test_a_client_without_a_login_is_refused_when_enrolment_is_closed(fake
 
 
 @on_the_loop
-async def test_an_anonymous_client_cannot_read_another_devices_downlink_or_inject_its_uplink(open_setup):
+async def test_an_anonymous_client_cannot_read_another_devices_downlink_or_inject_its_uplink(open_setup, caplog):
     s = open_setup
+    caplog.set_level(logging.INFO)
     spy = Attacker("mallory")
     await spy.client.connect("127.0.0.1", s.link.port)
     for topic in ("gw/dev-a/down", "gw/dev-b/down", "gw/#", "#", "gw/mallory/down"):
@@ -172,6 +173,9 @@ async def test_an_anonymous_client_cannot_read_another_devices_downlink_or_injec
     await spy.until("gw/mallory/down")  # ...before the spy's own answer, in the broker's order
     assert [t for t, _ in spy.got] == ["gw/mallory/down"], spy.got
     assert isinstance(decode(spy.got[0][1]), Welcome)
+    line = await wait_for_log(caplog, "anonymous client mallory subscribed to gw/dev-a/down, which its ACL does not")
+    assert "(peer 127.0.0.1:" in line, line
+    assert "subscribed to gw/mallory/down" not in caplog.text  # its own downlink is fine
     await spy.client.disconnect()
     rows = await s.gateway.db.run(lambda c: c.execute("SELECT device_id, seq FROM readings WHERE seq >= 900").fetchall())
     assert rows == []
