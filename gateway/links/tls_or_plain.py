@@ -79,6 +79,9 @@ class TlsOrPlain:
         except (OSError, ssl.SSLError) as exc:  # a refused certificate, a reset: that connection only
             log.info("http %s: %s handshake failed: %s", peer, "TLS" if first[:1] == b"\x16" else "connection", exc)
             sock.close()
+        except asyncio.CancelledError:  # the server is stopping: the connection goes with it
+            sock.close()
+            raise
 
     async def close(self) -> None:
         for task in list(self._tasks):
