@@ -406,3 +406,17 @@ def test_a_port_held_by_a_child_of_gateway_run_counts_as_the_gateways(tmp_path):
             os.kill(child_pid, signal.SIGKILL)
         parent.kill()
         parent.wait()
+
+
+@on_the_loop
+@needs_clients
+async def test_mosquitto_sub_as_an_anonymous_spy_gets_nothing_of_another_device(open_setup, caplog):
+    s = open_setup
+    caplog.set_level(logging.INFO)
+    sub = await asyncio.create_subprocess_exec(
+        "mosquitto_sub", "-h", "127.0.0.1", "-p", str(s.link.port), "-i", "eve", "-t", "gw/dev-a/down", "-t", "gw/+/status",
+        "-q", "1", "-v", "-W", "4", stdout=asyncio.subprocess.PIPE)
+    await wait_for_log(caplog, "anonymous client eve subscribed to gw/dev-a/down")  # subscribed: now the traffic
+    await s.victim_is_served()  # its ack goes out on gw/dev-a/down while eve listens
+    out, _ = await asyncio.wait_for(sub.communicate(), 15)
+    assert out == b"", out  # neither the ack nor dev-a's retained status
