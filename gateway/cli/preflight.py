@@ -138,13 +138,19 @@ def configured_files(cfg: GatewayConfig) -> list[tuple[str, Path]]:
 
 
 def file_problems(cfg: GatewayConfig) -> list[str]:
-    """One line per configured file that is missing or invalid."""
+    """One line per configured file that is missing or invalid (and the embedded MQTT broker's
+    program, mosquitto, when it is needed and not installed)."""
+    from gateway.links.mosquitto import INSTALL_HINT, find_mosquitto
+
     problems = []
     for key, path in configured_files(cfg):
         try:
             _check_file(key, path)
         except ConfigError as exc:
             problems.append(exc.text)
+    if cfg.mqtt.enabled and not cfg.mqtt.host and find_mosquitto() is None:
+        problems.append(f"mqtt.host is empty, so {INSTALL_HINT} (or set mqtt.host to an external broker, "
+                        "or mqtt.enabled: false)")
     return problems
 
 

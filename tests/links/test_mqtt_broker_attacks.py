@@ -420,3 +420,15 @@ async def test_mosquitto_sub_as_an_anonymous_spy_gets_nothing_of_another_device(
     await s.victim_is_served()  # its ack goes out on gw/dev-a/down while eve listens
     out, _ = await asyncio.wait_for(sub.communicate(), 15)
     assert out == b"", out  # neither the ack nor dev-a's retained status
+
+
+def test_gateway_run_says_before_the_models_load_that_mosquitto_is_needed(monkeypatch):
+    from gateway.cli.preflight import file_problems
+
+    cfg = parse_config({}, ROOT)
+    assert not [p for p in file_problems(cfg) if "mosquitto" in p]
+    monkeypatch.setattr(mosquitto_module, "find_mosquitto", lambda: None)
+    [problem] = [p for p in file_problems(cfg) if "mosquitto" in p]
+    assert "sudo apt install mosquitto" in problem and "mqtt.host" in problem
+    external = parse_config({"mqtt": {"host": "broker.lan"}}, ROOT)
+    assert not [p for p in file_problems(external) if "mosquitto" in p]
