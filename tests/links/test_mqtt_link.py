@@ -28,7 +28,7 @@ from gateway.app import Gateway
 from gateway.config import parse_config
 from gateway.devices.auth import add_device
 from gateway.links.mqtt import MqttLink
-from gateway.links.mqtt_client import MqttConnectError
+from gateway.links.mqtt_client import AsyncPaho, MqttConnectError
 from gateway.links.mqtt_device import MqttDevice
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -242,3 +242,26 @@ async def test_the_simulated_mqtt_box_is_answered_on_its_second_and_third_run_to
             assert result.reply_text.startswith("It is"), f"run {run + 1}: {result}"
     finally:
         await stop(task)
+
+
+async def test_the_simulated_device_decodes_only_its_own_downlink(caplog, mosquitto):
+    """A publish on another topic (a broker handing out other devices' retained status, as amqtt
+    did) is ignored with a warning, never taken for a message to the device."""
+    dev = MqttDevice("topic-dev")
+    await dev.connect("127.0.0.1", mosquitto.port)  # mosquitto with anonymous logins: no ACL here
+    dev._client.subscribe("gw/other-dev/status", 1)  # as if the broker delivered it anyway
+    other = MqttDevice("other-dev")
+    await other.connect("127.0.0.1", mosquitto.port)  # publishes a retained "online"
+    pub = AsyncPaho("pusher", lambda m: None, persistent=False)
+    await pub.connect("127.0.0.1", mosquitto.port)
+    with caplog.at_level(logging.WARNING):
+        pub.publish("gw/topic-dev/down", encode(Welcome(session_id="s1")), 1)
+        assert isinstance(await recv(dev), Welcome)  # its own topic: decoded
+        async with asyncio.timeout(5):  # the status comes from another client: in its own time
+            while dev.ignored == 0:
+                await asyncio.sleep(0.02)
+    assert "ignored a publish on gw/other-dev/status" in caplog.text
+    assert dev._inbox.empty()
+    for client in (dev, other):
+        await client.close()
+    await pub.disconnect()
