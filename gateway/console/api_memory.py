@@ -1,19 +1,23 @@
-"""Console API for the memory, read-only, through the MemoryService the MCP tools and
+"""Console API for the memory through the MemoryService the MCP tools and
 `gateway memory` use (the same user, tag and count rules).
 
     GET people                                   {"people": [...]}: the memory's users and memory.users
     GET memory?person=P&q=TEXT&type=T&tag=X&n=N  search (with q, best first) or browse (newest first)
     GET conversations?person=P&device=D&n=N      the recent conversation turns, newest first
+    POST memory/delete {"person", "id"}          forget one memory (a rule: it no longer fires)
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 from gateway.console.routes import ApiError, ApiRequest, Routes
 from gateway.memory.errors import MemoryInputError
 from gateway.memory.service import MemoryService
+
+log = logging.getLogger(__name__)
 
 
 def _n(request: ApiRequest, default: int = 50) -> int:
@@ -37,7 +41,7 @@ class MemoryApi:
 
     def routes(self) -> Routes:
         return {("GET", "people"): self.people, ("GET", "memory"): self.browse,
-                ("GET", "conversations"): self.conversations}
+                ("GET", "conversations"): self.conversations, ("POST", "memory/delete"): self.delete}
 
     def _service(self) -> MemoryService:
         if self._memory is None:
@@ -76,3 +80,19 @@ class MemoryApi:
             turns.append({"id": node.id, "ts": node.ts, "device_id": source,
                           "said": said.removeprefix("User: "), "answered": answered})
         return {"person": person, "device": device, "turns": turns}
+
+    async def delete(self, request: ApiRequest) -> dict[str, Any]:
+        memory, body = self._service(), request.body
+        if not isinstance(body, dict) or not isinstance(body.get("person"), str) or not body["person"]:
+            raise ApiError(400, "person: whose memory", "person")
+        node_id = body.get("id")
+        if not isinstance(node_id, int) or isinstance(node_id, bool) or node_id < 1:
+            raise ApiError(400, "id: the memory's number", "id")
+        try:
+            gone = await memory.forget(body["person"], node_id)
+        except MemoryInputError as exc:
+            raise ApiError(400, str(exc), "person") from None
+        if not gone:
+            raise ApiError(404, f"{body['person']} has no memory #{node_id}", "id")
+        log.info("%s: memory #%d of %s deleted", request.peer, node_id, body["person"])
+        return {"deleted": node_id}

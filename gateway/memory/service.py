@@ -193,6 +193,16 @@ class MemoryService:
                                    source=device_id, extra_tags=(f"date:{day}",),
                                    importance=heuristic_importance(utterance))
 
+    async def forget(self, user_id: str, node_id: int) -> bool:
+        """Delete one of the user's memories (a rule deleted no longer fires); False when the user has
+        no such memory. The search index is rebuilt at the next search."""
+        _check_user(user_id)
+        gone = await self._write(lambda s: s.delete(user_id, node_id))
+        if gone:
+            await self._read(lambda s: self._index.clear())
+            log.info("memory: %s forgot memory #%d", user_id, node_id)
+        return gone
+
     async def set_profile(self, user_id: str, *, portrait: str | None = None, extra_info: str | None = None) -> None:
         _check_user(user_id)
         await self._write(lambda s: s.set_profile(user_id, self.clock(), portrait, extra_info))

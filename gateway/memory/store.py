@@ -142,6 +142,16 @@ class MemoryStore:
                 self.conn.execute("INSERT INTO node_vec(rowid, user_id, embedding) VALUES (?, ?, vec_quantize_binary(?))",
                                   (node_id, user, blob))
 
+    def delete(self, user_id: str, node_id: int) -> bool:
+        """Delete one node of `user_id` with its tags and vector; False when the user has no such node."""
+        with self.conn:
+            if self.conn.execute("SELECT 1 FROM nodes WHERE id = ? AND user_id = ?", (node_id, user_id)).fetchone() is None:
+                return False
+            self.conn.execute("DELETE FROM node_tags WHERE node_id = ?", (node_id,))
+            self.conn.execute("DELETE FROM node_vec WHERE rowid = ?", (node_id,))
+            self.conn.execute("DELETE FROM nodes WHERE id = ?", (node_id,))
+        return True
+
     def set_meta(self, key: str, value: str) -> None:
         with self.conn:
             self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))

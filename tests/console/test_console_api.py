@@ -246,3 +246,24 @@ async def test_a_spoken_turn_shows_in_the_conversations_and_the_memory_can_be_se
     for bad in ("memory?q=x", "memory?person=anna&n=0", "memory?person=anna&type=nonsense", "conversations?person=anna&n=x"):
         answer = await admin.request("GET", f"/console/api/{bad}")
         assert answer.status == 400 and answer.json()["message"], bad
+
+
+async def test_a_memory_is_deleted_only_by_its_owner_and_a_bad_delete_changes_nothing(console_gateway, admin, caplog) -> None:
+    memory = console_gateway.gateway.memory
+    node = await memory.remember("anna", "Anna's spare key is under the blue flower pot")
+
+    async def found() -> list[int]:
+        answer = (await admin.request("GET", "/console/api/memory?person=anna&q=spare+key&n=5")).json()
+        return [n["id"] for n in answer["nodes"]]
+
+    assert node.id in await found()
+    for body, status in (({"person": "ben", "id": node.id}, 404), ({"person": "anna", "id": "7"}, 400),
+                         ({"person": "anna", "id": True}, 400), ({"id": node.id}, 400), ({"person": "no one!", "id": node.id}, 400)):
+        answer = await admin.request("POST", "/console/api/memory/delete", body)
+        assert answer.status == status, body
+    assert node.id in await found()  # nothing changed
+    with caplog.at_level(logging.INFO):
+        assert (await admin.request("POST", "/console/api/memory/delete", {"person": "anna", "id": node.id})).status == 200
+    assert f"memory #{node.id} of anna deleted" in caplog.text
+    assert node.id not in await found()
+    assert (await admin.request("POST", "/console/api/memory/delete", {"person": "anna", "id": node.id})).status == 404

@@ -2,7 +2,7 @@
 databases: log in, approve a waiting box, add a device and connect it with the credentials the
 page shows, and see its blood-pressure readings appear in the chart (two lines and the pulse,
 with the memory rule's thresholds drawn); a spoken turn appears on the Talk page; the memory
-search finds the readings. Screenshots go to test-artifacts/ (not committed)."""
+search finds the readings; a memory is deleted from the page. Screenshots go to test-artifacts/ (not committed)."""
 
 from __future__ import annotations
 
@@ -104,6 +104,16 @@ async def test_a_carer_logs_in_approves_a_box_adds_a_cuff_and_sees_its_readings_
             await expect(page.locator("#m-title")).to_have_text('Best matches for "blood pressure"')
             await page.locator("#m-table tbody tr", has_text="blood pressure").first.wait_for(timeout=15_000)
             await page.screenshot(path=ARTIFACTS / "console-memory.png", full_page=True)
+            # delete a memory from the page
+            memory = console_gateway.gateway.memory
+            await memory.remember("anna", "The spare key is under the blue flower pot")
+            page.once("dialog", lambda dialog: dialog.accept())
+            await page.fill("#m-q", "spare key")
+            await page.click("#m-form button[type=submit]")
+            row = page.locator("#m-table tbody tr", has_text="under the blue flower pot")
+            await row.get_by_role("button", name="Delete").click()
+            await expect(row).to_have_count(0)
+            assert not [r for r in await memory.search("anna", "spare key", 5) if "blue flower pot" in r.node.content]
 
             await page.click("nav button[data-page=health]")
             await page.locator("#h-ports", has_text="screens.port").wait_for()

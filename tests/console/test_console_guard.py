@@ -16,7 +16,6 @@ from gateway.console.throttle import LoginThrottle
 from gateway.links.http_front import HttpRequest
 from websockets.datastructures import Headers
 
-pytestmark = pytest.mark.asyncio(loop_scope="session")
 HOST = "gw.local:8767"
 
 
