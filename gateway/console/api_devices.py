@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from firmware_protocol import AudioFormat
 from firmware_protocol.messages import DEVICE_ID_PATTERN
 from gateway.devices import activation
 from gateway.devices.auth import add_device, list_devices, remove_device, rename_device
@@ -38,6 +39,10 @@ class DeviceSettings:
     activation_ttl_s: float
     person_of: Callable[[str], str]  # device id -> the memory user (memory.users, else its own)
     mapped: Mapping[str, str]  # memory.users as configured
+
+
+def _format(f: AudioFormat) -> str:
+    return f"{f.codec} {f.sample_rate} Hz {'mono' if f.channels == 1 else f'{f.channels} ch'}"
 
 
 class DevicesApi:
@@ -69,9 +74,15 @@ class DevicesApi:
             conn = self._registry.get(device_id)
             peer = conn.peer if conn is not None else ""
             link, _, address = peer.partition(" ")
-            connected.append({"device_id": device_id, "link": link, "address": address,
-                              "can_speak": self._registry.can_speak(device_id), "registered": device_id in known,
-                              "person": self._settings.person_of(device_id)})
+            entry = {"device_id": device_id, "link": link, "address": address,
+                     "can_speak": self._registry.can_speak(device_id), "registered": device_id in known,
+                     "person": self._settings.person_of(device_id), "audio_in": "", "audio_out": "",
+                     "firmware": "", "since": None}
+            if (found := self._registry.hello(device_id)) is not None:
+                hello, since = found
+                entry |= {"audio_in": _format(hello.audio_in), "audio_out": _format(hello.audio_out),
+                          "firmware": hello.firmware, "since": since}
+            connected.append(entry)
         online = set(self._registry.connected())
         return {
             "connected": connected,

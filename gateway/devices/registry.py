@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
-from firmware_protocol import Capability
+from firmware_protocol import Capability, Hello
 from gateway.devices.sayer import Sayer
 from gateway.links.base import DeviceConnection
 
@@ -19,6 +20,7 @@ class SessionRegistry:
         self._conns: dict[str, DeviceConnection] = {}
         self._speakers: dict[str, Sayer | None] = {}  # device id -> its conversation (say / alerts)
         self._caps: dict[str, int] = {}  # device id -> Hello.capabilities
+        self._hellos: dict[str, tuple[Hello, float]] = {}  # device id -> its Hello and when (the console shows them)
         self._changed = asyncio.Event()  # set (and replaced) whenever a device comes or goes
 
     def _notify(self) -> None:
@@ -34,7 +36,8 @@ class SessionRegistry:
 
     @asynccontextmanager
     async def register(self, device_id: str, conn: DeviceConnection, speaker: Sayer | None = None,
-                       capabilities: int = Capability.AUDIO_IN | Capability.AUDIO_OUT) -> AsyncIterator[None]:
+                       capabilities: int = Capability.AUDIO_IN | Capability.AUDIO_OUT,
+                       hello: Hello | None = None) -> AsyncIterator[None]:
         """Registered for the body's duration. A connection it replaces is closed alongside (a dead
         peer's close may take the link's close timeout); that close is awaited at the end."""
         old = self._conns.get(device_id)
@@ -45,6 +48,10 @@ class SessionRegistry:
         self._conns[device_id] = conn
         self._speakers[device_id] = speaker
         self._caps[device_id] = capabilities
+        if hello is not None:
+            self._hellos[device_id] = (hello, time.time())
+        else:
+            self._hellos.pop(device_id, None)
         self._notify()
         try:
             yield
@@ -53,6 +60,7 @@ class SessionRegistry:
                 del self._conns[device_id]
                 self._speakers.pop(device_id, None)
                 self._caps.pop(device_id, None)
+                self._hellos.pop(device_id, None)
                 self._notify()
             if closing is not None:
                 await _closed(closing)
@@ -66,6 +74,10 @@ class SessionRegistry:
     def can_speak(self, device_id: str) -> bool:
         """Connected and announced AUDIO_OUT in its Hello (it can play what the gateway says)."""
         return bool(self._caps.get(device_id, 0) & Capability.AUDIO_OUT)
+
+    def hello(self, device_id: str) -> tuple[Hello, float] | None:
+        """The connected device's Hello (audio formats, firmware) and when it connected (unix s)."""
+        return self._hellos.get(device_id)
 
     def speaker(self, device_id: str) -> Sayer | None:
         """The device's conversation (it can `say(text)`), or None."""

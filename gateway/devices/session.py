@@ -147,7 +147,7 @@ async def serve_device(conn: DeviceConnection, services: SessionServices) -> Non
             wake=wake,
             mode=mode,
         )
-        async with services.registry.register(hello.device_id, conn, conversation, hello.capabilities):
+        async with services.registry.register(hello.device_id, conn, conversation, hello.capabilities, hello):
             await _dispatch(peer, conversation, services, hello.device_id)
     except LinkClosed as exc:
         log.info("%s: disconnected (%s)", peer.name, exc)

@@ -126,7 +126,7 @@ async def test_a_body_that_is_not_json_or_an_unknown_api_is_a_clear_error(admin)
 
 async def _connect(url: str, device_id: str, token: str):
     ws = await websockets.connect(url)
-    await ws.send(encode(Hello(device_id, token)))
+    await ws.send(encode(Hello(device_id, token, firmware="cuff-fw 1.2")))
     welcome = decode(await asyncio.wait_for(ws.recv(), 5))
     assert isinstance(welcome, Welcome), welcome
     return ws
@@ -153,6 +153,8 @@ async def test_a_device_added_connects_with_its_credentials_and_its_readings_hav
         devices = (await admin.request("GET", "/console/api/devices")).json()
         [live] = [d for d in devices["connected"] if d["device_id"] == "bp-anna"]
         assert live["link"] == "ws" and live["address"].startswith("127.0.0.1:") and live["person"] == "anna"
+        assert live["audio_in"] == "pcm_s16le 16000 Hz mono" and live["firmware"] == "cuff-fw 1.2"
+        assert abs(live["since"] - time.time()) < 600  # (a timestamp, not a duration check)
         [registered] = [d for d in devices["registered"] if d["device_id"] == "bp-anna"]
         assert registered["name"] == "Anna's cuff" and registered["connected"] and registered["mapped"]
         await _send_reading(ws, 1, 152, 93)

@@ -67,7 +67,9 @@ async function loadDevices() {
     }
   });
   fill("connected", "connected-none", d.connected, (tr, c) => {
-    cell(tr, c.device_id); cell(tr, c.link); cell(tr, c.address); cell(tr, c.can_speak ? "yes" : "no"); cell(tr, c.person);
+    cell(tr, c.device_id); cell(tr, c.link); cell(tr, c.address);
+    cell(tr, c.audio_in ? `${c.audio_in} / ${c.audio_out}` : ""); cell(tr, c.firmware); cell(tr, c.since ? when(c.since) : "");
+    cell(tr, c.can_speak ? "yes" : "no"); cell(tr, c.person);
   });
   fill("registered", "registered-none", d.registered, (tr, r) => {
     cell(tr, r.device_id + (r.connected ? " (connected)" : ""));
