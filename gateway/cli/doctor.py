@@ -172,6 +172,19 @@ def _mcp_servers(cfg: GatewayConfig) -> Iterator[Check]:
                         "fix its command / url / headers in brain.mcp_servers, or start that server")
 
 
+def checks_without_engines(cfg: GatewayConfig) -> list[Check]:
+    """What `gateway doctor` checks except loading the engines (for the running gateway: the
+    console's health page; blocking: model checksums are read, run it on a thread)."""
+    checks: list[Check] = [*_python()]
+    try:
+        checks.extend(_models(cfg, ModelStore(cfg))[0])
+    except GatewayError as exc:
+        checks.append(Check(FAIL, f"model manifest: {exc.text}", "set models.manifest in gateway.yaml"))
+    for part in (port_checks(cfg), _sqlite(), _libraries(), _espeak(), _disk(cfg), _mcp_servers(cfg)):
+        checks.extend(part)
+    return checks
+
+
 def run_doctor(cfg: GatewayConfig, out: Callable[[str], None] = print) -> int:
     """Run every check, print one line each; returns 1 if any check FAILed, else 0."""
     checks: list[Check] = [*_python()]

@@ -2,19 +2,24 @@
 devices are connected on which link, and the last log lines.
 
     GET health
+    GET health/checks   what `gateway doctor` checks, without loading the engines again (takes seconds)
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway import __version__
 from gateway.console.log_tail import LogTail
 from gateway.console.routes import ApiError, ApiRequest, Routes
 from gateway.devices.registry import SessionRegistry
+
+if TYPE_CHECKING:  # (gateway.cli's package imports gateway.app, which builds the console)
+    from gateway.cli.checks import Check
 
 
 @dataclass(frozen=True)
@@ -26,16 +31,23 @@ class Port:
 
 class HealthApi:
     def __init__(self, registry: SessionRegistry, ports: list[Port], models: dict[str, str], log_tail: LogTail,
-                 clock: Callable[[], float] = time.time) -> None:
+                 checks: Callable[[], list[Check]], clock: Callable[[], float] = time.time) -> None:
         self._registry = registry
         self._ports = ports
         self._models = models
         self._log = log_tail
+        self._checks = checks
+        self._running: asyncio.Lock = asyncio.Lock()  # one run at a time
         self._clock = clock
         self._started = clock()
 
     def routes(self) -> Routes:
-        return {("GET", "health"): self.health}
+        return {("GET", "health"): self.health, ("GET", "health/checks"): self.checks}
+
+    async def checks(self, request: ApiRequest) -> dict[str, Any]:
+        async with self._running:
+            found = await asyncio.to_thread(self._checks)
+        return {"checks": [{"status": c.status, "what": c.what, "fix": c.fix} for c in found]}
 
     async def health(self, request: ApiRequest) -> dict[str, Any]:
         lines = request.query.get("lines", "50")

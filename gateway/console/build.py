@@ -45,6 +45,7 @@ def build_console(cfg: GatewayConfig, db: Database, registry: SessionRegistry, m
     if not c.enabled or not cfg.screens.enabled:
         return None
     password = PasswordFile(cfg.path(c.password_file))
+    from gateway.cli.doctor import checks_without_engines  # here: gateway.cli's package imports gateway.app
     m = cfg.memory
     person_of = partial(user_of, users=m.users, default_user=m.default_user, isolate_by_user=m.isolate_by_user)
 
@@ -56,7 +57,7 @@ def build_console(cfg: GatewayConfig, db: Database, registry: SessionRegistry, m
     models = {"asr": f"{cfg.asr.engine} {cfg.asr.model}", "tts": f"{cfg.tts.engine} {cfg.tts.voice}",
               "memory": m.embedding if m.enabled else "off"}
     routes = {**DevicesApi(db, registry, settings).routes(), **ReadingsApi(db, person_of, rules_of, m.users).routes(),
-              **HealthApi(registry, _ports(cfg), models, log_tail).routes(), **MemoryApi(memory, m.users).routes(),
+              **HealthApi(registry, _ports(cfg), models, log_tail, partial(checks_without_engines, cfg)).routes(), **MemoryApi(memory, m.users).routes(),
               **RepliesApi(cfg.path(cfg.brain.replies)).routes()}
     return ConsoleServer(password, Sessions(c.session_hours * 3600), LoginThrottle(c.max_failed_logins), routes,
                          tls_available=cfg.screens.tls)

@@ -269,3 +269,11 @@ async def test_a_memory_is_deleted_only_by_its_owner_and_a_bad_delete_changes_no
     assert f"memory #{node.id} of anna deleted" in caplog.text
     assert node.id not in await found()
     assert (await admin.request("POST", "/console/api/memory/delete", {"person": "anna", "id": node.id})).status == 404
+
+
+async def test_health_checks_are_what_gateway_doctor_checks_without_the_engines(admin) -> None:
+    checks = (await admin.request("GET", "/console/api/health/checks")).json()["checks"]
+    whats = " | ".join(c["what"] for c in checks)
+    assert "model " in whats and "checksums" in whats  # the models and their checksums
+    assert "engines" not in whats  # not loaded a second time inside the running gateway
+    assert all(c["status"] in ("OK", "WARN", "FAIL") for c in checks)

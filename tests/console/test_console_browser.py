@@ -117,6 +117,8 @@ async def test_a_carer_logs_in_approves_a_box_adds_a_cuff_and_sees_its_readings_
 
             await page.click("nav button[data-page=health]")
             await page.locator("#h-ports", has_text="screens.port").wait_for()
+            await page.click("#h-run")
+            await page.locator("#h-checks tbody tr", has_text="model").first.wait_for(timeout=60_000)
             await page.click("#logout")
             await page.wait_for_selector("#login")
             assert errors == []

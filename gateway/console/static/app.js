@@ -239,6 +239,20 @@ async function loadHealth() {
   $("h-log").textContent = h.log.join("\n");
 }
 
+$("h-run").addEventListener("click", async () => {
+  $("h-run").disabled = true;
+  $("h-run").textContent = "Checking...";
+  try {
+    const r = await api("GET", "health/checks");
+    $("h-checks").tBodies[0].replaceChildren(...r.checks.map((c) => {
+      const tr = document.createElement("tr");
+      cell(tr, c.status, c.status === "OK" ? "ok" : "error"); cell(tr, c.what); cell(tr, c.status === "OK" ? "" : c.fix);
+      return tr;
+    }));
+    label($("h-checks"));
+  } catch (e) { show(e.message); } finally { $("h-run").disabled = false; $("h-run").textContent = "Run the checks"; }
+});
+
 // ---- navigation, refresh ----
 const loaders = {devices: loadDevices, readings: loadReadings, conversations: loadConversations, memory: loadMemory,
   replies: loadReplies, health: loadHealth};
