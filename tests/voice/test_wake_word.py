@@ -3,7 +3,6 @@ made with the gateway's TTS and espeak-ng, fed to a Conversation as a box's micr
 
 from __future__ import annotations
 
-import asyncio
 import io
 import subprocess
 import wave
@@ -16,7 +15,8 @@ import pytest_asyncio
 
 from firmware_protocol import AudioChunk, AudioFormat, AudioStop, ListenState, Message, ReplyText, StopReason, \
     Transcript, VadEvent
-from gateway.audio.pcm import float_to_s16le, int16_to_float, resample
+from gateway.audio.pcm import int16_to_float, resample
+from gateway.cli.echo_box import EchoBox, stream
 from gateway.config import parse_config
 from gateway.engines.runner import EngineRunner
 from gateway.engines.wake_word import MicroWakeWords
@@ -169,55 +169,12 @@ async def test_a_wake_word_during_the_reply_barges_in_and_its_question_is_answer
 
 
 
-class EchoBox:
-    """A box whose microphone hears its own speaker: the reply audio it receives, played from its
-    arrival in real time, comes back delayed, attenuated and with room noise (plus, optionally, a
-    person's voice mixed in from a given sample of the microphone stream)."""
-
-    def __init__(self, dev: Device, delay_ms: int, gain: float, seed: int) -> None:
-        self.dev, self.delay, self.gain = dev, MIC * delay_ms // 1000, gain
-        self.rng = np.random.default_rng(seed)
-        self.playback = np.zeros(0, np.float32)
-        self.start: int | None = None  # mic sample at which the box began to play
-        self.mic = 0  # samples streamed so far
-        self.aborted_at: int | None = None
-
-    async def send(self, message: Message) -> None:
-        if isinstance(message, AudioChunk):
-            if self.start is None:
-                self.start = self.mic
-            self.playback = np.concatenate([self.playback, int16_to_float(np.frombuffer(message.data, "<i2"))])
-        elif isinstance(message, AudioStop) and message.reason == StopReason.ABORTED:
-            self.aborted_at = self.mic
-            played = self.mic - (self.start or 0)
-            self.playback = self.playback[:max(0, played)]  # it stops playing at once
-        await self.dev.send(message)
-
-    def next_mic(self, n: int, voice: np.ndarray | None, voice_at: int) -> np.ndarray:
-        idx = np.arange(self.mic, self.mic + n) - (self.start if self.start is not None else 1 << 40) - self.delay
-        ok = (idx >= 0) & (idx < self.playback.size)
-        out = np.zeros(n, np.float32)
-        out[ok] = self.playback[idx[ok]] * self.gain
-        out += self.rng.normal(0, 0.003, n).astype(np.float32)  # room noise (~ -50 dBFS)
-        if voice is not None:
-            j = np.arange(self.mic, self.mic + n) - voice_at
-            inside = (j >= 0) & (j < voice.size)
-            out[inside] += voice[j[inside]]
-        self.mic += n
-        return out
-
 
 async def stream_echo(conv: Conversation, box: EchoBox, dev: Device, seconds: float,
                       voice: np.ndarray | None = None, voice_at: int = 0) -> None:
-    """The box's microphone in real time (20 ms chunks paced by the clock, like a device)."""
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    for k in range(int(seconds * 50)):
-        await conv.on_audio(float_to_s16le(box.next_mic(MIC // 50, voice, voice_at)))
-        if any(final(m) for m in dev.sent[-3:]) and voice is None and box.mic > MIC:
-            return
-        await asyncio.sleep(max(0.0, started + (k + 1) / 50 - loop.time()))
-
+    """The box's microphone in real time until the reply ended (or `seconds` with a voice)."""
+    await stream(conv.on_audio, box, seconds, voice, voice_at,
+                 done=lambda: voice is None and box.mic > MIC and any(final(m) for m in dev.sent[-3:]))
 
 def echo_conversation(wake_runner: EngineRunner, dev_send) -> tuple[Conversation, ScriptedBrain]:
     cfg = parse_config({"audio": {"prebuffer_ms": 300}}, ROOT)  # listen.mode always, echo_check on
@@ -231,7 +188,7 @@ def echo_conversation(wake_runner: EngineRunner, dev_send) -> tuple[Conversation
 async def test_the_box_hearing_its_own_reply_never_interrupts_it(
         wake_runner: EngineRunner, delay_ms: int, gain: float) -> None:
     dev = Device()
-    box = EchoBox(dev, delay_ms, gain, seed=delay_ms)
+    box = EchoBox(dev.send, delay_ms, gain, seed=delay_ms)
     conv, brain = echo_conversation(wake_runner, box.send)
     try:
         await conv.on_text("tell me a story")
@@ -246,7 +203,7 @@ async def test_the_box_hearing_its_own_reply_never_interrupts_it(
 
 async def test_a_second_voice_over_the_echoed_reply_barges_in_within_300_ms(wake_runner: EngineRunner) -> None:
     dev = Device()
-    box = EchoBox(dev, 150, 0.5, seed=7)
+    box = EchoBox(dev.send, 150, 0.5, seed=7)
     conv, brain = echo_conversation(wake_runner, box.send)
     voice = piper(wake_runner, "What time is it?") * 0.8
     onset = int(np.flatnonzero(np.abs(voice) > 0.02)[0])  # where the person's speech starts
