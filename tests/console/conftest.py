@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from gateway.console.password import PasswordFile
 from gateway.links.websocket import WebSocketLink
 from gateway.memory.service import MemoryService
 from gateway.screens.server import ScreensServer
+from gateway.screens.tls import server_context
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "correct horse battery"
@@ -32,6 +34,7 @@ class ConsoleGateway:
     base: str  # http://127.0.0.1:PORT
     device_url: str  # ws://127.0.0.1:PORT/ws
     host: str  # 127.0.0.1:PORT (the Host the console is asked on)
+    tls_host: str  # 127.0.0.1:PORT of a second screen server with https (and http) on one port
 
 
 @dataclass
@@ -54,14 +57,19 @@ class Client:
     csrf: str = ""
     origin: str | None = field(default=None)
     local: str = "127.0.0.1"  # the client's own address (another 127.x address is another peer)
+    tls: bool = False  # https (the self-signed certificate is not checked)
 
     async def request(self, method: str, path: str, body: object = None, headers: dict[str, str] | None = None) -> Answer:
         addr, port = self.host.split(":")
-        reader, writer = await asyncio.open_connection(addr, int(port), local_addr=(self.local, 0))
+        context = None
+        if self.tls:
+            context = ssl.create_default_context()
+            context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        reader, writer = await asyncio.open_connection(addr, int(port), local_addr=(self.local, 0), ssl=context)
         data = b"" if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
         h = {"Host": self.host, "Connection": "close"}
         if method != "GET":
-            h |= {"Content-Type": "application/json", "Content-Length": str(len(data)), "Origin": self.origin or f"http://{self.host}"}
+            h |= {"Content-Type": "application/json", "Content-Length": str(len(data)), "Origin": self.origin or f"{'https' if self.tls else 'http'}://{self.host}"}
             if self.csrf:
                 h["X-CSRF-Token"] = self.csrf
         if self.cookie:
@@ -108,7 +116,9 @@ async def console_gateway(fake_runner, tmp_path_factory) -> AsyncIterator[Consol
     PasswordFile(cfg.path(cfg.console.password_file)).set(PASSWORD)
     link = WebSocketLink("127.0.0.1", 0, cfg.server.websocket_path, cfg.server.max_frame_bytes)
     screens = ScreensServer("127.0.0.1", 0, "/screen", key="console-test-screen-key")
-    gateway = Gateway(cfg, fake_runner, [link, screens], memory=MemoryService.from_config(cfg))
+    secure = ScreensServer("127.0.0.1", 0, "/screen", tls=server_context(data / "cert.pem", data / "key.pem"),
+                           key="console-test-screen-key")
+    gateway = Gateway(cfg, fake_runner, [link, screens, secure], memory=MemoryService.from_config(cfg))
     ready = asyncio.Event()
     task = asyncio.create_task(gateway.serve(ready))
     waiting = asyncio.create_task(ready.wait())
@@ -118,7 +128,7 @@ async def console_gateway(fake_runner, tmp_path_factory) -> AsyncIterator[Consol
         task.cancel()
         raise RuntimeError(f"the gateway did not start: {task.exception() if task.done() else 'not ready in 60 s'}")
     yield ConsoleGateway(cfg, gateway, f"http://127.0.0.1:{screens.port}", f"ws://127.0.0.1:{link.port}{cfg.server.websocket_path}",
-                         f"127.0.0.1:{screens.port}")
+                         f"127.0.0.1:{screens.port}", f"127.0.0.1:{secure.port}")
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
 

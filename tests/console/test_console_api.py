@@ -277,3 +277,18 @@ async def test_health_checks_are_what_gateway_doctor_checks_without_the_engines(
     assert "model " in whats and "checksums" in whats  # the models and their checksums
     assert "engines" not in whats  # not loaded a second time inside the running gateway
     assert all(c["status"] in ("OK", "WARN", "FAIL") for c in checks)
+
+
+async def test_over_https_the_session_cookie_is_secure_and_writes_need_the_https_origin(console_gateway) -> None:
+    secure = Client(console_gateway.tls_host, tls=True)
+    answer = await secure.login()
+    assert answer.status == 200 and "; Secure" in answer.headers["set-cookie"]
+    assert (await secure.request("GET", "/console/api/devices")).status == 200
+    plain_origin = await secure.request("POST", "/console/api/devices/add", {"device_id": "tls-box"},
+                                        {"Origin": f"http://{console_gateway.tls_host}"})
+    assert plain_origin.status == 403
+    assert "tls-box" not in await _devices(console_gateway)
+    assert (await secure.request("POST", "/console/api/devices/remove", {"device_id": "never"})).status == 404  # CSRF ok
+    plain = Client(console_gateway.tls_host)  # the same port over plain http from this machine still works
+    answer = await plain.login()
+    assert answer.status == 200 and "Secure" not in answer.headers["set-cookie"]
