@@ -69,7 +69,9 @@ class AsrConfig(_Section):
     engine: Literal["moonshine", "moonshine-sherpa", "whisper", "transducer", "paraformer"] = "moonshine"
     model: str = "moonshine-base-en"  # the default depends on the engine (_ASR_DEFAULT_MODEL)
     num_threads: int = Field(2, ge=1, le=16)
-    float_decoder: bool = True  # moonshine: the derived float decoder (3.5x faster, +120 MB resident)
+    # moonshine: which decoder runs: the derived int8-weight one (int8), the derived float one
+    # (float, ~+100 MB), or the packaged one (packaged: dequantizes at every step, slow)
+    moonshine_decoder: Literal["int8", "float", "packaged"] = "int8"
     # whisper only (gateway/engines/whisper_ct2.py):
     beam_size: int = Field(1, ge=1, le=10)  # 1 = greedy
     language: str = Field("en", pattern=r"^[a-z]{2,3}$")  # a Whisper language code; .en models: en
