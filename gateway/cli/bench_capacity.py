@@ -7,8 +7,10 @@ TTS), hears the whole reply, pauses a random 3-8 s (seeded) and asks again; the 
 questions start spread over the first seconds. Per N it prints p50/p95 of end of input -> first
 reply audio (measured by the box: its question's last sample sent -> the first reply audio
 received, the 500 ms endpoint silence included), the gateway's own endpoint -> first audio, the
-transcripts' WER against the question text, the process CPU (gateway and boxes: one process) and
-RSS. Capacity = the largest N whose p95 stays within 1.5x of N=1's. Then, separately, the worst
+transcripts' WER against the question text, the process CPU (gateway and boxes: one process), the
+main thread's share of it (`loop%`: the event loop's Python work, gateway and boxes, which holds
+the GIL: near 100% it, not the cores, is what the turns wait for) and RSS. Capacity = the largest
+N whose p95 stays within 1.5x of N=1's. Then, separately, the worst
 case: N boxes whose questions end at the same instant.
 """
 
@@ -18,6 +20,7 @@ import argparse
 import asyncio
 import json
 import math
+import os
 import random
 import resource
 import sys
@@ -160,6 +163,15 @@ def _cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def _loop_cpu_s() -> float:
+    """CPU time of the main thread (the event loop: the gateway's and the boxes' Python work, which
+    holds the GIL) from /proc; the engines' threads are the rest of the process CPU."""
+    pid = os.getpid()
+    with open(f"/proc/{pid}/task/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _waits(runner: EngineRunner) -> tuple[int, int]:
     """Calls that waited for a worker so far (asr, tts)."""
     return runner.asr_admission.waited, runner.tts_admission.waited
@@ -174,9 +186,9 @@ async def _round(url: str, tag: str, plans: list[list[tuple[float, str, np.ndarr
     before = len(metrics())
     waits0 = _waits(runner)
     boxes = [Box(url, f"cap-{tag}-{i}") for i in range(len(plans))]
-    cpu0, wall0, load0 = _cpu_s(), time.monotonic(), _load()
+    cpu0, loop0, wall0, load0 = _cpu_s(), _loop_cpu_s(), time.monotonic(), _load()
     results = await asyncio.gather(*(b.run(p) for b, p in zip(boxes, plans)), return_exceptions=True)
-    cpu, wall = _cpu_s() - cpu0, time.monotonic() - wall0
+    cpu, loop_cpu, wall = _cpu_s() - cpu0, _loop_cpu_s() - loop0, time.monotonic() - wall0
     turns = [t for b in boxes for t in b.turns]
     lat = [t.latency_ms for t in turns if t.latency_ms is not None]
     errors, words = map(sum, zip(*(wer(t.question, t.transcript) for t in turns))) if turns else (0, 0)
@@ -193,7 +205,8 @@ async def _round(url: str, tag: str, plans: list[list[tuple[float, str, np.ndarr
             "replies": sorted({m.reply[:60] for m in done}),
             "wer": round(errors / words, 3) if words else None,
             "waited": [b - a for a, b in zip(waits0, _waits(runner))],  # asr, tts calls that waited for a worker
-            "cpu_pct": round(100 * cpu / wall), "rss_mb": round(_rss_mb()),
+            "cpu_pct": round(100 * cpu / wall), "loop_cpu_pct": round(100 * loop_cpu / wall),
+            "rss_mb": round(_rss_mb()),
             "load": f"{load0:.1f}-{_load():.1f}", "failures": failed[:5], "failed": len(failed)}
 
 
@@ -258,13 +271,15 @@ async def _run(cfg: GatewayConfig, sizes: list[int], min_turns: int, spread_s: f
 
 
 def print_report(report: dict) -> None:
-    head = f"{'N':>3} {'turns':>5} {'p50':>6} {'p95':>6} {'max':>6} {'gw p95':>6} {'WER':>5} {'CPU%':>5} {'RSS MB':>6} {'fail':>4}  load"
+    head = (f"{'N':>3} {'turns':>5} {'p50':>6} {'p95':>6} {'max':>6} {'gw p95':>6} {'WER':>5} {'CPU%':>5} {'loop%':>5} "
+            f"{'RSS MB':>6} {'fail':>4}  load")
     for title, rows in (("conversation (end of input -> first reply audio, ms)", report["conversation"]),
                         ("questions ending at the same instant", report["simultaneous"])):
         print(f"\n{title}\n{head}")
         for r in rows:
             print(f"{r['boxes']:>3} {r['turns']:>5} {r['p50_ms']:>6} {r['p95_ms']:>6} {r['max_ms'] or '-':>6} "
                   f"{r['gateway_p95_ms']:>6} {r['wer'] if r['wer'] is not None else '-':>5} {r['cpu_pct']:>5} "
+                  f"{r['loop_cpu_pct']:>5} "
                   f"{r['rss_mb']:>6} {r['failed']:>4}  {r['load']}")
     print(f"\ncapacity: {report['capacity']} boxes (p95 within 1.5x of N=1: <= {report['deadline_ms']} ms)")
 

@@ -87,7 +87,9 @@ async def long_reply_turns(cfg: GatewayConfig, runner, synth, rounds: int, say) 
                 m = (await asyncio.wait_for(finished.get(), 30)).metrics
                 by_question[question].append(m)
                 say(f"[{i + 1}/{len(boxes)}] {question!r} -> {res.sentences[:1]!r}, "
-                    f"endpoint -> first audio {m.endpoint_to_first_audio_ms:.0f} ms")
+                    f"endpoint -> first audio {m.endpoint_to_first_audio_ms:.0f} ms (asr after endpoint "
+                    f"{m.asr_after_endpoint_ms:.0f}, brain {m.brain_ms:.0f}, first TTS {m.first_tts_ms:.0f} ms"
+                    f"{', prepared' if m.first_tts_prepared else ''})")
         finally:
             finished.close()
             server.cancel()

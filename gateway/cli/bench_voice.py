@@ -189,11 +189,14 @@ async def _run(cfg: GatewayConfig, n: int, say) -> dict:
         "speculative_hits": sum(m.speculative for m in metrics),
         "brain_ms": stats([m.brain_ms for m in metrics]),
         "first_tts_chunk_ms": stats([m.first_tts_ms for m in metrics]),
+        "first_piece_prepared": sum(m.first_tts_prepared for m in metrics),  # synthesized during the endpoint wait
         "endpoint_to_first_audio_ms": stats([m.endpoint_to_first_audio_ms for m in metrics]),
         "input_end_to_first_audio_ms_client": stats(first_audio),
         **{f"{key}_endpoint_to_first_audio_ms": stats([m.endpoint_to_first_audio_ms for m in long[q]])
            for key, q in (("memory_answer", MEMORY_QUESTION), ("time_question", TIME_QUESTION))},
         "memory_answer_first_tts_ms": stats([m.first_tts_ms for m in long[MEMORY_QUESTION]]),
+        "memory_answer_brain_ms": stats([m.brain_ms for m in long[MEMORY_QUESTION]]),
+        "memory_answer_first_piece_prepared": sum(m.first_tts_prepared for m in long[MEMORY_QUESTION]),
         **expression,
     }
 

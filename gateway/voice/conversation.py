@@ -4,10 +4,11 @@ Timeline of a turn (the latency trick): when trailing silence starts (SPECULATE)
 decoded right away on the ASR thread while the endpointer keeps counting silence. If the user
 resumes, that result is dropped; if the endpoint is confirmed, the transcript is usually ready
 already, so the reply starts within a TTS call of the endpoint decision. When the brain session
-`speculates` (the LLM brain) and `brain.speculate` is on, it is asked on that speculative
-transcript too, so an LLM's first sentence is often there by the endpoint
-(gateway/voice/speculation.py); a resumed utterance withdraws that reply (`session.withdraw()`)
-and cancels its request.
+`speculates` (the LLM, local and memory brains) and `brain.speculate` is on, it is asked on that
+speculative transcript too, so an LLM's first sentence is often there by the endpoint
+(gateway/voice/speculation.py), and the Speaker synthesizes that sentence's first piece during
+the rest of the wait (`Speaker.prepare`); a resumed utterance withdraws that reply
+(`session.withdraw()`), cancels its request and drops the prepared audio.
 
 Listen modes (`listen.mode`, gateway/voice/listen_mode.py): in `wake` / `follow-up` the listener
 also runs the device's wake-word detector; an utterance is a turn only when addressed (the wake word
@@ -123,9 +124,9 @@ class Conversation:
             self._listen.reply_started()
             await events.publish(SentenceStarted(device_id, stream_id, sentence))
 
-        speaker = Speaker(runner, self._tap(send), audio_out, cfg.audio.chunk_ms, cfg.audio.prebuffer_ms,
-                          on_sentence=on_sentence, on_start=started, who=device_id)
-        self._replier = Replier(device_id, peer, brain, speaker, events)
+        self._speaker = Speaker(runner, self._tap(send), audio_out, cfg.audio.chunk_ms, cfg.audio.prebuffer_ms,
+                                on_sentence=on_sentence, on_start=started, who=device_id)
+        self._replier = Replier(device_id, peer, brain, self._speaker, events)
         self._spec: _Speculation | None = None
         self._speculate_reply = cfg.brain.speculate and brain.speculates
 
@@ -179,6 +180,7 @@ class Conversation:
             await asyncio.gather(self._stop_check, return_exceptions=True)
         await self._replier.close()
         await self._drop_speculation()
+        self._speaker.drop_prepared()
 
     # ---- listening ----------------------------------------------------------------------
     async def _on_event(self, event: Event, audio_ms: float) -> None:
@@ -198,7 +200,7 @@ class Conversation:
             reply = None
             if self._speculate_reply:
                 ctx = BrainContext(self.device_id, datetime.now().astimezone(), reports_playback=True)
-                reply = SpeculativeReply(self._brain, ctx, decode)
+                reply = SpeculativeReply(self._brain, ctx, decode, on_first=self._speaker.prepare)
             self._spec = _Speculation(decode, reply=reply)
         elif event is Event.RESUMED:
             await self._drop_speculation()  # stale: its decode is cancelled (the thread's result is ignored)
@@ -336,6 +338,7 @@ class Conversation:
             return
         if spec.reply is not None:
             await spec.reply.withdraw()
+            self._speaker.drop_prepared()
         spec.decode.cancel()
         await asyncio.gather(spec.decode, return_exceptions=True)
 

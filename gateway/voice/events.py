@@ -38,7 +38,8 @@ class TurnMetrics:
     speculative_reply: bool = False  # the brain was asked before the endpoint (gateway/voice/speculation.py)
     first_sentence_after_endpoint_ms: float = 0.0  # when the brain's first sentence was there (0: before)
     brain_ms: float = 0.0
-    first_tts_ms: float = 0.0
+    first_tts_ms: float = 0.0  # how long the first audio waited for its synthesis
+    first_tts_prepared: bool = False  # that synthesis began on the speculative reply, before the endpoint
     endpoint_to_first_audio_ms: float = 0.0
     transcript: str = ""
     reply: str = ""

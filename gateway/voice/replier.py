@@ -124,6 +124,9 @@ class Replier:
                 await self._reply(text, m, play, reply, endpoint_at)
             else:
                 log.info("%s (%s): heard speech but no words", self._peer, self._device_id)
+                if reply is not None:  # asked on a speculative transcript that turned out to be no turn
+                    await reply.withdraw()
+                    self._speaker.drop_prepared()
         except asyncio.CancelledError:
             m.barged_in = True
             m.reply = play.said()
@@ -141,6 +144,7 @@ class Replier:
             if play.first_audio_at is not None:
                 m.endpoint_to_first_audio_ms = (play.first_audio_at - endpoint_at) * 1000
             m.first_tts_ms = play.first_tts_ms or 0.0
+            m.first_tts_prepared = play.first_prepared
         if m.transcript:  # not reached when interrupted: `interrupt` publishes the end
             await self._finished(m)
 
