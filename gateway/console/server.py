@@ -44,6 +44,13 @@ JSON = "application/json; charset=utf-8"
 MAX_PASSWORD = 1024
 
 
+def _loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False
+
+
 def _json(status: int, body: Any, *headers: tuple[str, str]) -> HttpReply:
     return HttpReply(status, json.dumps(body, ensure_ascii=False).encode(), JSON, SECURITY + headers)
 
@@ -106,7 +113,7 @@ class ConsoleServer:
     def _origin_refusal(self, request: HttpRequest) -> str | None:
         origin = request.headers.get("Origin")
         expected = f"{'https' if request.secure else 'http'}://{request.headers.get('Host', '')}"
-        if self._tls_available and not request.secure and not ipaddress.ip_address(request.remote[0]).is_loopback:
+        if self._tls_available and not request.secure and not _loopback(request.remote[0]):
             return "plain http from another machine: use the https address"
         if origin is None:
             return "no Origin header (writes must come from the console page)"
@@ -176,6 +183,9 @@ class ConsoleServer:
             log.warning("%s: %s /console/api/%s refused: %s", peer, request.method, path, exc.message)
             return _json(exc.status, {"error": "bad-request" if exc.status == 400 else "refused",
                                       "message": exc.message, "field": exc.field, "line": exc.line})
+        except Exception as exc:  # boundary: one failing request must not take the console down
+            log.exception("%s: %s /console/api/%s failed", peer, request.method, path)
+            return _json(500, {"error": "internal", "message": f"{type(exc).__name__}: {exc}"})
         if isinstance(answer, FileAnswer):
             disposition = ("Content-Disposition", f'attachment; filename="{answer.filename}"')
             return HttpReply(200, answer.body, answer.content_type, SECURITY + (disposition,))

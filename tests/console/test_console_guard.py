@@ -96,3 +96,27 @@ def test_passwords_are_stored_salted_and_hashed_and_short_ones_refused(tmp_path)
     (tmp_path / "pw").write_text("garbage\n")
     with pytest.raises(PasswordError, match="gateway console password"):
         store.verify("a good password")
+
+
+async def test_a_route_that_fails_is_a_500_with_the_reason_and_the_console_goes_on(tmp_path, caplog) -> None:
+    async def broken(request):
+        raise RuntimeError("the disk is gone")
+
+    async def fine(request):
+        return {"ok": True}
+
+    password = PasswordFile(tmp_path / "pw")
+    password.set("right password")
+    server = ConsoleServer(password, Sessions(3600), LoginThrottle(3), {("GET", "broken"): broken, ("GET", "fine"): fine},
+                           tls_available=False)
+    login = await server.http(_login(f"http://{HOST}", secure=False))
+    cookie = dict(login.headers)["Set-Cookie"].split(";", 1)[0]
+
+    def get(path: str) -> HttpRequest:
+        return HttpRequest("GET", f"/console/api/{path}", Headers({"Host": HOST, "Cookie": cookie}), b"",
+                           ("192.168.1.2", 8767), ("192.168.1.20", 50000))
+
+    failed = await server.http(get("broken"))
+    assert failed.status == 500 and b"the disk is gone" in failed.body
+    assert "GET /console/api/broken failed" in caplog.text
+    assert (await server.http(get("fine"))).status == 200
