@@ -17,7 +17,7 @@ from typing import Any
 
 from gateway.console.routes import ApiError, ApiRequest, FileAnswer, Routes
 from gateway.devices.database import Database
-from gateway.devices.readings import StoredRow, list_readings
+from gateway.devices.readings import StoredRow, list_readings, reading_kinds
 
 DAY_S = 86400.0
 MAX_ROWS = 20000
@@ -42,23 +42,23 @@ class ReadingsApi:
     def routes(self) -> Routes:
         return {("GET", "readings"): self.list, ("GET", "readings.csv"): self.csv}
 
-    async def _rows(self, request: ApiRequest) -> tuple[list[StoredRow], list[StoredRow], str, str]:
+    async def _rows(self, request: ApiRequest) -> tuple[list[StoredRow], str, str]:
         days = request.query.get("days", "7")
         if days not in PERIODS:
             raise ApiError(400, f"days: one of {', '.join(PERIODS)}", "days")
         person = request.query.get("person", "")
         kind = request.query.get("kind", "")
         since = self._clock() - PERIODS[days] * DAY_S
-        every = await self._db.run(list_readings, None, None, MAX_ROWS)
-        mine = [r for r in every if not person or self._person_of(r.device_id) == person]
-        rows = [r for r in mine if (not kind or r.kind == kind) and r.measured_at.timestamp() >= since]
+        found = await self._db.run(list_readings, None, kind or None, MAX_ROWS, since)
+        rows = [r for r in found if not person or self._person_of(r.device_id) == person]
         rows.sort(key=lambda r: r.measured_at)
-        return every, rows, person, kind
+        return rows, person, kind
 
     async def list(self, request: ApiRequest) -> dict[str, Any]:
-        every, rows, person, kind = await self._rows(request)
-        people = sorted({self._person_of(r.device_id) for r in every} | set(self._mapped.values()))
-        kinds = sorted({r.kind for r in every if not person or self._person_of(r.device_id) == person})
+        rows, person, kind = await self._rows(request)
+        stored = await self._db.run(reading_kinds)
+        people = sorted({self._person_of(d) for d, _ in stored} | set(self._mapped.values()))
+        kinds = sorted({k for d, k in stored if not person or self._person_of(d) == person})
         thresholds = []
         for rule in (await self._rules_of(person)) if person else []:
             above, of = _tag(rule.tags, "above"), _tag(rule.tags, "reading")
@@ -74,7 +74,7 @@ class ReadingsApi:
                              for r in rows]}
 
     async def csv(self, request: ApiRequest) -> FileAnswer:
-        _, rows, person, kind = await self._rows(request)
+        rows, person, kind = await self._rows(request)
         out = io.StringIO()
         writer = csv.writer(out)
         writer.writerow(["id", "measured_at_utc", "device_id", "person", "kind", "name", "value", "unit"])

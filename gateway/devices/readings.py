@@ -80,10 +80,14 @@ def insert_reading(
 
 
 def list_readings(
-    conn: sqlite3.Connection, device_id: str | None = None, kind: str | None = None, limit: int = 50
+    conn: sqlite3.Connection, device_id: str | None = None, kind: str | None = None, limit: int = 50,
+    since: float | None = None,
 ) -> list[StoredRow]:
-    """The newest readings first, optionally for one device and/or kind."""
+    """The newest readings first, optionally for one device and/or kind, measured at or after `since`."""
     where, args = [], []
+    if since is not None:
+        where.append("measured_at >= ?")
+        args.append(since)
     if device_id:
         where.append("device_id = ?")
         args.append(device_id)
@@ -100,6 +104,11 @@ def list_readings(
         out.append(StoredRow(rid, dev, seq, kind_, {n: v for n, _, v in triples}, {n: u for n, u, _ in triples},
                              _utc(measured), _utc(received), clock))
     return out
+
+
+def reading_kinds(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+    """Every (device id, kind) that has readings stored."""
+    return [(d, k) for d, k in conn.execute("SELECT DISTINCT device_id, kind FROM readings ORDER BY device_id, kind")]
 
 
 class ReadingService:

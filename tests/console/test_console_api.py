@@ -292,3 +292,19 @@ async def test_over_https_the_session_cookie_is_secure_and_writes_need_the_https
     plain = Client(console_gateway.tls_host)  # the same port over plain http from this machine still works
     answer = await plain.login()
     assert answer.status == 200 and "Secure" not in answer.headers["set-cookie"]
+
+
+async def test_the_period_chooses_the_readings_by_when_they_were_measured(console_gateway, admin) -> None:
+    values = (("systolic", "mmHg", 118.0), ("diastolic", "mmHg", 77.0), ("pulse", "bpm", 61.0))
+    ack = await console_gateway.gateway.readings.handle(
+        "bp-anna", "test", SensorReading(900, "blood_pressure", int(time.time() - 3 * 86400), values))
+    assert ack.code == ""
+
+    async def systolics(days: str) -> list[float]:
+        answer = (await admin.request("GET", f"/console/api/readings?person=anna&kind=blood_pressure&days={days}")).json()
+        return [r["values"]["systolic"] for r in answer["readings"] if r["device_id"] == "bp-anna"]
+
+    assert 118.0 not in await systolics("1")
+    assert 118.0 in await systolics("7") and 118.0 in await systolics("30")
+    week = (await admin.request("GET", "/console/api/readings?person=anna&kind=blood_pressure&days=7")).json()["readings"]
+    assert [r["measured_at"] for r in week] == sorted(r["measured_at"] for r in week)  # oldest first, for the chart
