@@ -120,3 +120,10 @@ async def test_a_route_that_fails_is_a_500_with_the_reason_and_the_console_goes_
     assert failed.status == 500 and b"the disk is gone" in failed.body
     assert "GET /console/api/broken failed" in caplog.text
     assert (await server.http(get("fine"))).status == 200
+
+
+def test_ensure_makes_a_password_once_and_then_keeps_it(tmp_path) -> None:
+    store = PasswordFile(tmp_path / "data" / "console-password")
+    made = store.ensure()
+    assert made and len(made) >= 16 and store.verify(made)
+    assert store.ensure() is None and store.verify(made)  # printed once: the second run makes none
