@@ -213,6 +213,8 @@ class Conversation:
     async def _utterance_ended(self, outcome: Outcome, audio_ms: float, wait_ms: float) -> None:
         """The utterance is over: a turn (its question audio), a stop-word check, or nothing."""
         audio = self._question_audio(outcome.cut_ms)
+        log.debug("%s: utterance %s, cut %.0f ms, question %.0f ms, start %.0f", self.device_id, outcome.verdict,
+                  outcome.cut_ms, _ms(audio), self._listener.utterance_start_ms)
         whole = self._listener.utterance_audio()
         self._listener.end_utterance()
         announced, self._announced = self._announced, False

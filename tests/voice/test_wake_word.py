@@ -147,7 +147,7 @@ async def test_follow_up_answered_without_the_wake_word_then_the_window_closes(
 @pytest.mark.parametrize("stop", ["Stop.", "Be quiet."])
 async def test_stop_ends_the_reply_at_once_without_a_new_turn(box, wake_runner: EngineRunner, stop: str) -> None:
     conv, brain, dev = box
-    await say(conv, utter(piper(wake_runner, "Okay nabu, tell me a story.")))
+    await conv.on_text("tell me a story")  # the reply that plays (a typed question: no ASR needed)
     await dev.until(lambda m: isinstance(m, AudioChunk) and m.seq == 10, timeout=30)  # the story plays
     await say(conv, utter(piper(wake_runner, stop)))  # no wake word needed for a stop word
     aborted = await dev.until(lambda m: isinstance(m, AudioStop) and m.reason == StopReason.ABORTED, timeout=15)
@@ -159,7 +159,7 @@ async def test_stop_ends_the_reply_at_once_without_a_new_turn(box, wake_runner: 
 async def test_a_wake_word_during_the_reply_barges_in_and_its_question_is_answered(
         box, wake_runner: EngineRunner) -> None:
     conv, brain, dev = box
-    await say(conv, utter(piper(wake_runner, "Okay nabu, tell me a story.")))
+    await conv.on_text("tell me a story")  # the reply that plays (a typed question: no ASR needed)
     await dev.until(lambda m: isinstance(m, AudioChunk) and m.seq == 10, timeout=30)
     await say(conv, utter(piper(wake_runner, "Okay nabu, what time is it?")))
     aborted = await dev.until(lambda m: isinstance(m, AudioStop) and m.reason == StopReason.ABORTED, timeout=15)
