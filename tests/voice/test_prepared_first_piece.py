@@ -142,3 +142,26 @@ async def test_a_resumed_utterance_drops_the_prepared_audio_and_the_reply_says_t
     assert FakeAsr().transcribe(s16le_to_float(b"".join(m.data for m in dev.of(AudioChunk)))).replace(" ", "") == \
         "You said What is the capital Anything else?".replace(" ", "")  # the withdrawn audio is never heard
     await conv.close()
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_reply_s_first_audio_is_due_now_and_later_audio_when_the_audio_ahead_runs_out(fake_runner) -> None:
+    """The deadlines the TTS workers are handed out by (earliest first, gateway/engines/admission.py):
+    another box's first piece (due now) goes before this reply's later pieces while they have time."""
+    clock = Clock(100.0)
+    spk = Speaker(fake_runner, None, AudioFormat(sample_rate=16000), 60, 300, clock=clock)  # type: ignore[arg-type]
+    play = Playback()
+    assert spk._due(play, 0.0) is None  # the first piece: now
+    assert spk._due(play, 3.0) == pytest.approx(102.5)  # nothing played yet: 3 s queued, less the 0.5 s margin
+    play.first_audio_at = 100.0
+    clock.now = 101.0
+    assert spk._due(play, 3.0) == pytest.approx(102.5)  # 1 s of it played: due when the other 2 s run out
+    clock.now = 104.0
+    assert spk._due(play, 3.0) == pytest.approx(104.0)  # behind already: due now, like a first piece
