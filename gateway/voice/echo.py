@@ -20,6 +20,7 @@ import numpy as np
 from gateway.audio.pcm import StreamResampler, int16_to_float
 
 RATE = 16000
+MAX_GAP_S = 1.0
 NOISE_MARGIN = 4.0  # 6 dB above the room's noise is more than noise
 
 
@@ -28,10 +29,18 @@ class EchoReference:
         self._resampler = StreamResampler(out_rate, RATE)
         self._keep = int(keep_s * RATE)
         self._audio = np.zeros(0, np.float32)
+        self._play_end: float | None = None  # clock time at which the box has played all that was sent
 
-    def played(self, pcm: bytes) -> None:
-        """Reply audio sent to the device (16-bit mono PCM at its output rate)."""
+    def played(self, pcm: bytes, now: float) -> None:
+        """Reply audio sent to the device (16-bit mono PCM at its output rate) at clock time `now` (s).
+
+        Audio sent after the box must have played all it had (the TTS was late) leaves a gap in what
+        the box plays: that much silence (at most MAX_GAP_S) goes into the reference before it."""
         audio = self._resampler.push(int16_to_float(np.frombuffer(pcm, "<i2")))
+        if self._play_end is not None and now > self._play_end:
+            gap = np.zeros(int(min(now - self._play_end, MAX_GAP_S) * RATE), np.float32)
+            audio = np.concatenate([gap, audio])
+        self._play_end = max(now, self._play_end or now) + audio.size / RATE
         self._audio = np.concatenate([self._audio, audio])[-self._keep:]
 
     @property

@@ -29,7 +29,7 @@ def pcm(audio: np.ndarray) -> bytes:
 def test_the_echo_is_recognised_at_every_delay(delay_ms: int, gain: float) -> None:
     reply = speechlike(3.0, seed=1)
     ref = EchoReference(RATE)
-    ref.played(pcm(reply))
+    ref.played(pcm(reply), 0.0)
     d = delay_ms * RATE // 1000
     rng = np.random.default_rng(delay_ms)
     mic = (np.concatenate([np.zeros(d, np.float32), reply])[: reply.size] * gain
@@ -42,7 +42,7 @@ def test_the_echo_is_recognised_at_every_delay(delay_ms: int, gain: float) -> No
 def test_a_voice_over_the_echo_is_not_echo() -> None:
     reply, voice = speechlike(3.0, seed=1), speechlike(1.0, seed=2)
     ref = EchoReference(24000)
-    ref.played(pcm(np.repeat(reply, 3)[::2]))  # the device's output rate: 24 kHz
+    ref.played(pcm(np.repeat(reply, 3)[::2]), 0.0)  # the device's output rate: 24 kHz
     mic = np.concatenate([np.zeros(1600, np.float32), reply])[: reply.size] * 0.5
     mic[RATE : RATE + voice.size] += voice * 0.5
     assert not ref.explains(mic[RATE + 800 : RATE + 4800], 0.9, 1e-6)
@@ -52,5 +52,15 @@ def test_a_voice_over_the_echo_is_not_echo() -> None:
 def test_nothing_played_explains_nothing() -> None:
     ref = EchoReference(RATE)
     assert ref.empty and not ref.explains(speechlike(0.25, seed=3), 0.9, None)
-    ref.played(pcm(np.zeros(RATE, np.float32)))
+    ref.played(pcm(np.zeros(RATE, np.float32)), 0.0)
     assert similarity(speechlike(0.25, seed=3), np.zeros(RATE, np.float32)) == 0.0
+
+
+def test_a_late_piece_leaves_the_gap_the_box_heard() -> None:
+    a, b = speechlike(1.0, seed=4), speechlike(1.0, seed=5)
+    ref = EchoReference(RATE)
+    ref.played(pcm(a), 0.0)
+    ref.played(pcm(b), 1.5)  # sent 0.5 s after the box ran out: it played 0.5 s of silence
+    mic = np.concatenate([a, np.zeros(RATE // 2, np.float32), b])  # what the box played
+    for start in range(0, mic.size - 4000, 1000):
+        assert ref.explains(mic[start : start + 4000] * 0.5, 0.9, 1e-6), start
