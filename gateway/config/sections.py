@@ -172,11 +172,11 @@ class DevicesConfig(_Section):
     database: Path = Path("data/gateway.db")
     open_enrolment: bool = True
     max_readings_per_minute: int = Field(120, ge=0, le=1_000_000)
-    readings_retention_days: int = Field(0, ge=0, le=36500)  # 0: keep readings forever
-
     max_readings_per_minute_per_peer: int = Field(600, ge=0, le=1_000_000)  # all devices of one IP address
     login_backoff_s: float = Field(1.0, ge=0, le=3600)  # lock-out after a failed login, doubled per failure
     login_backoff_max_s: float = Field(60.0, ge=0, le=86400)
+    readings_retention_days: int = Field(0, ge=0, le=36500)  # 0: keep readings forever
+
 
 class SerialPortConfig(_Section):
     port: str = Field(min_length=1)
