@@ -164,10 +164,9 @@ async def test_a_wake_word_during_the_reply_barges_in_and_its_question_is_answer
     await say(conv, utter(piper(wake_runner, "Okay nabu, what time is it?")))
     aborted = await dev.until(lambda m: isinstance(m, AudioStop) and m.reason == StopReason.ABORTED, timeout=15)
     await dev.until(final, after=aborted + 2, timeout=30)
-    assert [words_of(u) for u in brain.utterances][1] == QUESTION.split()
-
-
-
+    # piper's output differs a little from run to run, so the cut after the wake word can leave
+    # a breath the ASR hears as "uh" or "and": the tolerance of is_the_question
+    assert is_the_question(words_of(brain.utterances[1])), brain.utterances
 
 
 async def stream_echo(conv: Conversation, box: EchoBox, dev: Device, seconds: float,
