@@ -14,12 +14,11 @@ Listen modes (`listen.mode`, gateway/voice/listen_mode.py): in `wake` / `follow-
 also runs the device's wake-word detector; an utterance is a turn only when addressed (the wake word
 in it: the question is the audio after the word; or a woken / follow-up window open), and only then
 does the device hear VadEvents and a Transcript. A wake word during a reply is a barge-in; speech
-that is not addressed during a reply is transcribed only to look for a stop word. Any transcript
-that is only a stop word ends the reply and starts no turn. The listen state changes are published
-as `ListenChanged` (the box's ListenState, the screens). Echo-proof barge-in (`listen.echo_check`):
-while a reply plays (and for a moment after), speech is first compared with the reply audio sent
-(gateway/voice/echo.py); the box's own echo is no speech of the user: no barge-in, no turn. It is
-re-checked every ~100 ms while it lasts, so a person talking over it still barges in.
+that is not addressed during a reply is transcribed only to look for a stop word, and a transcript
+that is only a stop word ends the reply and starts no turn (gateway/voice/stop_check.py). The listen
+state changes are published as `ListenChanged` (the box's ListenState, the screens). Echo-proof
+barge-in (gateway/voice/echo_guard.py): the box's own echo of the reply is no speech of the user: no
+barge-in, no turn, until a voice is heard over it.
 
 The conversation talks to its connection's `BrainSession` (handed in by the device session) through
 the brain contract only: `reply` for each turn, then `spoken` with what was actually played (the
@@ -41,7 +40,7 @@ from datetime import datetime
 
 import numpy as np
 
-from firmware_protocol import AudioChunk, AudioFormat, Message
+from firmware_protocol import AudioFormat
 from gateway.audio.pcm import s16le_to_float
 from gateway.brain.contract import BrainContext, BrainSession, Sentence
 from gateway.config import GatewayConfig
@@ -49,7 +48,7 @@ from gateway.config.listen import ListenModeName
 from gateway.engines.base import VadEngine
 from gateway.engines.runner import EngineRunner
 from gateway.engines.wake_word import WakeWordDetector
-from gateway.voice.echo import EchoReference
+from gateway.voice.echo_guard import EchoGuard
 from gateway.voice.endpointing import Endpointer, Event
 from gateway.voice.events import (ListenChanged, ReplyEnded, SentenceStarted, SpeechEnded, SpeechStarted, TurnEvent,
                                   TurnEvents, TurnMetrics)
@@ -58,6 +57,7 @@ from gateway.voice.listener import ASR_RATE, Listener, Woke
 from gateway.voice.replier import Decode, Replier
 from gateway.voice.speaker import Send, SentenceHook, Speaker
 from gateway.voice.speculation import SpeculativeReply
+from gateway.voice.stop_check import StopCheck
 
 log = logging.getLogger(__name__)
 
@@ -96,16 +96,10 @@ class Conversation:
         self._listen = ListenMode(mode or lc.mode, lc.wake_window_s * 1000, lc.follow_up_s * 1000)
         if self._listen.needs_wake_word and wake is None:
             raise ValueError(f"listen mode {self._listen.mode} needs a wake-word detector")
-        self._stop_words = StopWords(lc.stop_words)
+        self._stop = StopCheck(device_id, StopWords(lc.stop_words), runner, self.interrupt)
         self._announced = False  # the current utterance is addressed: the device heard SpeechStarted
         self._told = False  # the device was told its first listen state
-        self._stop_check: asyncio.Task[None] | None = None
         events = _Watched(events, self._watch)  # the Replier's ReplyEnded move the listen state
-        self._echo = EchoReference(audio_out.sample_rate) if lc.echo_check else None
-        self._echo_suspect = False  # the current utterance sounds like the reply's own echo so far
-        self._echo_checked_ms = 0.0
-        self._reply_end_ms: float | None = None  # mic position when the last reply ended
-        self._noise: float | None = None  # the microphone's power between utterances (per sample)
         self._runner = runner
         self._brain = brain
         self._events = events
@@ -119,12 +113,13 @@ class Conversation:
             v.preroll_ms,
             wake=wake if self._listen.needs_wake_word else None,
         )
+        self._echo = EchoGuard(self._listener, self._listen, lc, audio_out.sample_rate)
 
         async def started(sentence: Sentence, stream_id: int) -> None:
             self._listen.reply_started()
             await events.publish(SentenceStarted(device_id, stream_id, sentence))
 
-        self._speaker = Speaker(runner, self._tap(send), audio_out, cfg.audio.chunk_ms, cfg.audio.prebuffer_ms,
+        self._speaker = Speaker(runner, self._echo.tap(send), audio_out, cfg.audio.chunk_ms, cfg.audio.prebuffer_ms,
                                 on_sentence=on_sentence, on_start=started, who=device_id)
         self._replier = Replier(device_id, peer, brain, self._speaker, events)
         self._spec: _Speculation | None = None
@@ -144,11 +139,8 @@ class Conversation:
                 await self._on_event(heard.event, heard.audio_ms)
         if (change := self._listen.advance(self._listener.position_ms)) is not None:
             await self._tell(change, "")
-        if self._echo_suspect and self._listener.in_speech:
-            await self._recheck_echo()
-        elif not self._listener.in_speech and samples.size:
-            power = float(np.mean(samples.astype(np.float64) ** 2))  # falls at once, rises slowly
-            self._noise = power if self._noise is None or power < self._noise else 0.98 * self._noise + 0.02 * power
+        if await self._echo.heard(samples):  # taken for the echo so far, but a voice is over it
+            await self._speech_over_echo()
 
     async def on_audio_stop(self) -> None:
         """The device ended its audio stream (push-to-talk released): the utterance ends now."""
@@ -175,9 +167,7 @@ class Conversation:
 
     async def close(self) -> None:
         """End the running reply and the speculative decode (cancelled and awaited)."""
-        if self._stop_check is not None:
-            self._stop_check.cancel()
-            await asyncio.gather(self._stop_check, return_exceptions=True)
+        await self._stop.close()
         await self._replier.close()
         await self._drop_speculation()
         self._speaker.drop_prepared()
@@ -185,9 +175,8 @@ class Conversation:
     # ---- listening ----------------------------------------------------------------------
     async def _on_event(self, event: Event, audio_ms: float) -> None:
         if event is Event.SPEECH_START:
-            self._echo_checked_ms = audio_ms
-            self._echo_suspect = await self._is_echo()
-            self._announced = not self._echo_suspect and self._listen.is_open(self._listener.utterance_start_ms)
+            echo = await self._echo.speech_started(audio_ms)
+            self._announced = not echo and self._listen.is_open(self._listener.utterance_start_ms)
             if not self._announced:
                 return  # not addressed (yet): a wake word in it may still address it
             await self._events.publish(SpeechStarted(self.device_id, int(audio_ms)))
@@ -218,14 +207,13 @@ class Conversation:
         whole = self._listener.utterance_audio()
         self._listener.end_utterance()
         announced, self._announced = self._announced, False
-        if self._echo_suspect:  # the reply's own echo from start to end: nobody spoke
-            self._echo_suspect = False
+        if self._echo.utterance_ended():  # the reply's own echo from start to end: nobody spoke
             log.info("%s: the reply's own echo (%.1f s): no barge-in, no turn", self.device_id, _ms(whole) / 1000)
             outcome = Outcome(Verdict.DROP)
         if outcome.verdict is not Verdict.TURN:
             await self._drop_speculation()
             if outcome.verdict is Verdict.CHECK_STOP:
-                self._check_stop(whole)
+                self._stop.check(whole)
             return
         if not announced:  # addressed at its end only (a wake word alone opened no window)
             await self._events.publish(SpeechStarted(self.device_id, int(self._listener.utterance_start_ms)))
@@ -234,9 +222,9 @@ class Conversation:
         spec, self._spec = self._spec, None
         if spec is not None:  # the turn owns the speculative decode (and reply) from here on
             metrics.speculative = True
-            self._replier.answer(self._screened(spec.decode), metrics, spec.reply)
+            self._replier.answer(self._stop.screened(spec.decode), metrics, spec.reply)
         else:
-            self._replier.answer(self._screened(self._decode(audio)), metrics)
+            self._replier.answer(self._stop.screened(self._decode(audio)), metrics)
 
     async def _on_wake(self, woke: Woke) -> None:
         log.info("%s: wake word %s at %.0f ms of audio", self.device_id, woke.word, woke.audio_ms)
@@ -244,7 +232,7 @@ class Conversation:
         if change is None and self._listen.state is not Listening.WOKEN:
             return  # always / ptt: a wake word changes nothing
         await self.interrupt(f"wake word {woke.word}")  # a reply playing or on its way: barge-in
-        self._echo_suspect = False
+        self._echo.forget()
         await self._drop_speculation()  # decoded before the wake word: it would hold the word itself
         if self._listener.in_speech and not self._announced:
             self._announced = True
@@ -259,63 +247,9 @@ class Conversation:
             cut_ms = wake - start if wake is not None and wake >= start else 0.0
         return audio[int(cut_ms * ASR_RATE / 1000):]
 
-    def _screened(self, decode: asyncio.Future[tuple[str, float]]) -> asyncio.Task[tuple[str, float]]:
-        """The decode, with a transcript that is only a stop word turned into no words (no turn)."""
-        async def run() -> tuple[str, float]:
-            text, ms = await decode
-            if text and self._stop_words.matches(text):
-                log.info("%s: stop word %r: the reply stops, no turn", self.device_id, text)
-                return "", ms
-            return text, ms
-
-        return asyncio.create_task(run(), name=f"screened decode {self.device_id}")
-
-    def _check_stop(self, audio: np.ndarray) -> None:
-        """Speech not addressed to the gateway while a reply plays: stop the reply if it was a stop word."""
-        async def run() -> None:
-            text = await self._runner.transcribe(audio, who=self.device_id)
-            if self._stop_words.matches(text):
-                await self.interrupt(f"stop word {text!r}")
-            else:
-                log.info("%s: not addressed (no wake word): %r ignored", self.device_id, text)
-
-        if self._stop_check is not None:
-            self._stop_check.cancel()
-        self._stop_check = asyncio.create_task(run(), name=f"stop-word check {self.device_id}")
-
-    def _tap(self, send: Send) -> Send:
-        """The Speaker's send, its reply audio also kept as the echo reference (not a turn's events)."""
-        echo = self._echo
-        if echo is None:
-            return send
-
-        async def tapped(message: Message) -> None:
-            if isinstance(message, AudioChunk):
-                echo.played(message.data, time.monotonic())
-            await send(message)
-
-        return tapped
-
-    async def _is_echo(self) -> bool:
-        """Does the microphone's last ECHO_WINDOW_MS sound like the reply being played (or just played)?"""
-        echo = self._echo
-        if echo is None or echo.empty:
-            return False
-        end = self._reply_end_ms
-        if not self._listen.replying and (end is None or self._listener.position_ms - end > ECHO_TAIL_MS):
-            return False
-        window = self._listener.utterance_audio()[-ECHO_WINDOW_MS * ASR_RATE // 1000:]
-        return await asyncio.to_thread(echo.explains, window, self._cfg.listen.echo_similarity, self._noise)
-
-    async def _recheck_echo(self) -> None:
-        """Still only the echo? Checked every ECHO_RECHECK_MS of audio; a voice over it barges in."""
+    async def _speech_over_echo(self) -> None:
+        """An utterance taken for the reply's echo turns out to be a voice over it: speech after all."""
         now = self._listener.position_ms
-        if now - self._echo_checked_ms < ECHO_RECHECK_MS:
-            return
-        self._echo_checked_ms = now
-        if await self._is_echo():
-            return
-        self._echo_suspect = False
         if self._listen.is_open(self._listener.utterance_start_ms):
             self._announced = True
             await self._events.publish(SpeechStarted(self.device_id, int(now)))
@@ -328,7 +262,7 @@ class Conversation:
 
     async def _watch(self, event: TurnEvent) -> None:
         if isinstance(event, ReplyEnded):
-            self._reply_end_ms = self._listener.position_ms
+            self._echo.reply_ended(self._listener.position_ms)
             change = self._listen.reply_ended(self._listener.position_ms, event.aborted)
             if change is not None:
                 await self._tell(change, "")
@@ -352,11 +286,6 @@ class Conversation:
             return text, (time.monotonic() - started) * 1000
 
         return asyncio.create_task(run(), name=f"decode {self.device_id}")
-
-
-ECHO_WINDOW_MS = 250  # the microphone audio compared with the reply
-ECHO_RECHECK_MS = 90  # how often an echo-like utterance is compared again
-ECHO_TAIL_MS = 1500  # the echo check stays on this long after a reply ended (the box's buffer, the room)
 
 
 class _Watched(TurnEvents):
