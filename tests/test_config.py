@@ -123,6 +123,10 @@ def test_unknown_key_is_reported() -> None:
     assert "vadd: unknown key" in config_error({"vadd": {}})
 
 
+def test_a_renamed_key_names_its_successor() -> None:
+    assert "asr.float_decoder: renamed to asr.moonshine_decoder" in config_error({"asr": {"float_decoder": True}})
+
+
 def test_every_bad_key_is_reported_at_once() -> None:
     msg = config_error({"vad": {"threshold": 2}, "server": {"websocket_port": -1}})
     assert "vad.threshold = 2" in msg and "server.websocket_port = -1" in msg

@@ -38,9 +38,17 @@ def _expand_env(value: Any, where: str) -> Any:
     return value
 
 
+# keys an earlier release had, and what replaced them
+RENAMED = {
+    "asr.float_decoder": "asr.moonshine_decoder (int8 | float | packaged; float_decoder: true was float)",
+}
+
+
 def _describe(err: dict[str, Any]) -> str:
     key = ".".join(str(p) for p in err["loc"]) or "(top level)"
     msg = err["msg"]
+    if err["type"] == "extra_forbidden" and key in RENAMED:
+        return f"{key}: renamed to {RENAMED[key]}"
     if err["type"] == "extra_forbidden":
         return f"{key}: unknown key (check the spelling; see the comments in gateway.yaml)"
     if err["type"] == "value_error":  # a cross-field check; its message names the keys and values
