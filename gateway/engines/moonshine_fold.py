@@ -43,6 +43,18 @@ def _name_subgraphs(graph, prefix: str) -> None:  # noqa: ANN001 (onnx.GraphProt
                 _name_subgraphs(attr.g, f"{prefix}/{node.name}/{attr.name}")
 
 
+def load_decoder(src: Path):  # noqa: ANN201 (onnx.ModelProto; onnx is imported only when deriving)
+    """The ORT-format decoder `src` as an ONNX model whose subgraphs' nodes all have unique names
+    (the derived decoders, float here and int8 in moonshine_nbits.py, start from it)."""
+    import onnx
+
+    with tempfile.TemporaryDirectory() as tmp:
+        _as_onnx(src, Path(tmp) / "decoder.onnx")
+        model = onnx.load(str(Path(tmp) / "decoder.onnx"))
+    _name_subgraphs(model.graph, "main")
+    return model
+
+
 def float_decoder(src: Path) -> tuple[bytes, str]:
     """The bytes of the dequantized decoder ONNX for the ORT-format `src`, and a summary line."""
     try:
@@ -51,11 +63,8 @@ def float_decoder(src: Path) -> tuple[bytes, str]:
         from onnx import numpy_helper
     except ImportError as exc:
         raise ModelError(f"the onnx package is needed to prepare the Moonshine decoder: {exc}") from None
-    with tempfile.TemporaryDirectory() as tmp:
-        _as_onnx(src, Path(tmp) / "decoder.onnx")
-        model = onnx.load(str(Path(tmp) / "decoder.onnx"))
+    model = load_decoder(src)
     graph = model.graph
-    _name_subgraphs(graph, "main")
     inits = {t.name: t for t in graph.initializer}
     producer = {n.output[0]: n for n in graph.node}
     folded, kept = [], []

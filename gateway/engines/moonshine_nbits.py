@@ -18,7 +18,6 @@ Needs `onnx` and onnxruntime; only the model store calls it, once.
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 from gateway.errors import ModelError
@@ -85,13 +84,10 @@ def int8_decoder(src: Path) -> tuple[bytes, str]:
         from onnx import helper, numpy_helper
     except ImportError as exc:
         raise ModelError(f"the onnx package is needed to prepare the Moonshine decoder: {exc}") from None
-    from gateway.engines.moonshine_fold import _as_onnx, _name_subgraphs
+    from gateway.engines.moonshine_fold import load_decoder
 
-    with tempfile.TemporaryDirectory() as tmp:
-        _as_onnx(src, Path(tmp) / "decoder.onnx")
-        model = onnx.load(str(Path(tmp) / "decoder.onnx"))
+    model = load_decoder(src)
     graph = model.graph
-    _name_subgraphs(graph, "main")
     weights = _quantized(graph)
     branch = [n for n in graph.node if n.op_type == "If"]
     embedding = next((w for w in weights if w.startswith("model.decoder.embed_tokens.")), None)
