@@ -2,7 +2,7 @@
 
     GET  /console                the app (static/index.html); without a session: 401 + the login page
     GET  /console/login.js, /console/console.css   the login page's script and style (no data)
-    GET  /console/app.js, chart.js                 the app's scripts (session needed)
+    GET  /console/<page>.js                        the app's scripts: common.js, one per page, chart.js (session needed)
     POST /console/api/login      {"password"} -> a session cookie and {"csrf"}; throttled per peer
     POST /console/api/logout
     GET  /console/api/session    {"csrf", "expires_at"}
@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 STATIC = Path(__file__).parent / "static"
 PUBLIC = {"login.js": "text/javascript", "console.css": "text/css"}
-PRIVATE = {"app.js": "text/javascript", "chart.js": "text/javascript"}
+PRIVATE = {p.name: "text/javascript" for p in sorted(STATIC.glob("*.js")) if p.name not in PUBLIC}  # common.js, a file per page, chart.js
 SECURITY = (("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'"),
             ("X-Frame-Options", "DENY"), ("X-Content-Type-Options", "nosniff"), ("Referrer-Policy", "no-referrer"))
 JSON = "application/json; charset=utf-8"

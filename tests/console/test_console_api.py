@@ -21,7 +21,8 @@ from tests.console.conftest import PASSWORD, Client
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
-PAGES = ["/console", "/console/", "/console/index.html", "/console/app.js", "/console/chart.js"]
+PAGES = ["/console", "/console/", "/console/index.html", "/console/common.js", "/console/devices.js", "/console/memory.js",
+         "/console/chart.js"]
 APIS = ["devices", "readings", "readings.csv", "health", "session"]
 
 

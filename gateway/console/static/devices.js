@@ -1,0 +1,42 @@
+// The console's Devices page: boxes waiting for activation, connected, registered; add a device.
+"use strict";
+async function loadDevices() {
+  const d = await api("GET", "devices");
+  fill("pending", "pending-none", d.pending, (tr, p) => {
+    cell(tr, p.code, "code"); cell(tr, p.device_id); cell(tr, p.details);
+    cell(tr, p.approved ? "approved, waiting for the box" : `expires in ${p.expires_in} s`);
+    const actions = cell(tr, "");
+    if (!p.approved) {
+      actions.appendChild(button("Approve", () => write("devices/approve", {code: p.code}), "primary"));
+      actions.appendChild(button("Reject", () => write("devices/reject", {device_id: p.device_id}), "danger"));
+    }
+  });
+  fill("connected", "connected-none", d.connected, (tr, c) => {
+    cell(tr, c.device_id); cell(tr, c.link); cell(tr, c.address);
+    cell(tr, c.audio_in ? `${c.audio_in} / ${c.audio_out}` : ""); cell(tr, c.firmware); cell(tr, c.since ? when(c.since) : "");
+    cell(tr, c.can_speak ? "yes" : "no"); cell(tr, c.person);
+  });
+  fill("registered", "registered-none", d.registered, (tr, r) => {
+    cell(tr, r.device_id + (r.connected ? " (connected)" : ""));
+    const name = document.createElement("input");
+    name.value = r.name; name.maxLength = 100; name.setAttribute("aria-label", `name of ${r.device_id}`);
+    const nameCell = cell(tr, name);
+    nameCell.appendChild(button("Rename", () => write("devices/rename", {device_id: r.device_id, name: name.value})));
+    cell(tr, when(r.last_seen));
+    cell(tr, r.person + (r.mapped ? "" : " (own)"));
+    cell(tr, button("Remove", () => { if (confirm(`Remove ${r.device_id}? It can no longer connect.`)) write("devices/remove", {device_id: r.device_id}); }, "danger"));
+  });
+}
+
+$("add").addEventListener("submit", (event) => {
+  event.preventDefault();
+  $("add-error").textContent = "";
+  api("POST", "devices/add", {device_id: $("add-id").value, name: $("add-name").value}).then((r) => {
+    $("cred-id").textContent = r.device_id;
+    $("cred-firmware").textContent = Object.entries(r.firmware).map(([k, v]) => `#define ${k.padEnd(18)} "${v}"`).join("\n");
+    $("credentials").classList.remove("hidden");
+    $("add-id").value = ""; $("add-name").value = "";
+    return refresh();
+  }).catch((e) => { $("add-error").textContent = e.message; });
+});
+register("devices", loadDevices);
