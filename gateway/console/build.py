@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import partial
 
 from gateway.config import GatewayConfig
+from gateway.console.api_actions import ActionsApi
 from gateway.console.api_devices import DeviceSettings, DevicesApi
 from gateway.console.api_health import HealthApi, Port
 from gateway.console.api_memory import MemoryApi
@@ -13,7 +14,7 @@ from gateway.console.api_replies import RepliesApi
 from gateway.console.log_tail import LogTail
 from gateway.console.password import PasswordFile
 from gateway.console.server import ConsoleServer
-from gateway.console.sessions import Sessions
+from gateway.console.sessions import Sessions, store_beside
 from gateway.console.throttle import LoginThrottle
 from gateway.devices.database import Database
 from gateway.devices.registry import SessionRegistry
@@ -58,6 +59,6 @@ def build_console(cfg: GatewayConfig, db: Database, registry: SessionRegistry, m
               "memory": m.embedding if m.enabled else "off"}
     routes = {**DevicesApi(db, registry, settings).routes(), **ReadingsApi(db, person_of, rules_of, m.users).routes(),
               **HealthApi(registry, _ports(cfg), models, log_tail, partial(checks_without_engines, cfg)).routes(), **MemoryApi(memory, m.users).routes(),
-              **RepliesApi(cfg.path(cfg.brain.replies)).routes()}
-    return ConsoleServer(password, Sessions(c.session_hours * 3600), LoginThrottle(c.max_failed_logins), routes,
+              **RepliesApi(cfg.path(cfg.brain.replies)).routes(), **ActionsApi(cfg.path(cfg.expression.action_rules)).routes()}
+    return ConsoleServer(password, Sessions(c.session_hours * 3600, store=store_beside(password.path)), LoginThrottle(c.max_failed_logins), routes,
                          tls_available=cfg.screens.tls)

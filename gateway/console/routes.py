@@ -28,12 +28,14 @@ class FileAnswer:
 class ApiError(Exception):
     """A request the API refuses: HTTP status and a reason the page shows; nothing was changed."""
 
-    def __init__(self, status: int, message: str, field: str | None = None, line: int | None = None) -> None:
+    def __init__(self, status: int, message: str, field: str | None = None, line: int | None = None,
+                 problems: list[dict[str, Any]] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.field = field
         self.line = line  # the 1-based line of a text field the problem is on (the reply table)
+        self.problems = problems or []  # every problem of a text field: [{"line", "message"}] (the action rules)
 
 
 Handler = Callable[[ApiRequest], Awaitable[Any]]

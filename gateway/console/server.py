@@ -103,7 +103,7 @@ class ConsoleServer:
         if rest == "api/session" and request.method == "GET":
             return _json(200, {"csrf": session.csrf, "expires_at": session.expires_at})
         if rest == "api/logout" and request.method == "POST":
-            self._sessions.drop(session.token)
+            await self._sessions.drop(session.token)
             log.info("%s: logged out", peer)
             return _json(200, {"ok": True}, ("Set-Cookie", cookie_header(None, request.secure, 0)))
         if rest.startswith("api/"):
@@ -160,7 +160,7 @@ class ConsoleServer:
             log.warning("%s: login failed: wrong password%s", peer, f" (locked out for {wait:.0f} s)" if wait else "")
             return _json(401, {"error": "wrong-password", "message": "wrong password"})
         self._throttle.succeeded(address)
-        session = self._sessions.create(stored)
+        session = await self._sessions.create(stored)
         log.info("%s: logged in", peer)
         return _json(200, {"csrf": session.csrf, "expires_at": session.expires_at},
                      ("Set-Cookie", cookie_header(session, request.secure, self._sessions.ttl_s)))
@@ -182,7 +182,8 @@ class ConsoleServer:
         except ApiError as exc:
             log.warning("%s: %s /console/api/%s refused: %s", peer, request.method, path, exc.message)
             return _json(exc.status, {"error": "bad-request" if exc.status == 400 else "refused",
-                                      "message": exc.message, "field": exc.field, "line": exc.line})
+                                      "message": exc.message, "field": exc.field, "line": exc.line,
+                                      **({"problems": exc.problems} if exc.problems else {})})
         except Exception as exc:  # boundary: one failing request must not take the console down
             log.exception("%s: %s /console/api/%s failed", peer, request.method, path)
             return _json(500, {"error": "internal", "message": f"{type(exc).__name__}: {exc}"})

@@ -1,4 +1,5 @@
-"""A config file that is re-read when it changes (modification time or size), without a restart.
+"""A config file that is re-read when it changes (modification time, size or inode: a file replaced
+atomically, as the console saves), without a restart.
 
 Each `get()` costs one `stat`; when the file changed it is parsed again. When the file cannot be
 read or parsed, the problem is logged with the file name and the last good value is kept.
@@ -23,7 +24,7 @@ class WatchedFile(Generic[T]):
         self.path = Path(path)
         self._parse = parse
         self._value = empty
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: tuple[int, int, int] | None = None
         self.reloads = 0
         self.get()
 
@@ -31,11 +32,11 @@ class WatchedFile(Generic[T]):
         try:
             st = self.path.stat()
         except OSError as exc:
-            if self._stamp != (-1, -1):
+            if self._stamp != (-1, -1, -1):
                 log.warning("%s: cannot read (%s); keeping the last good version", self.path, exc.strerror)
-                self._stamp = (-1, -1)
+                self._stamp = (-1, -1, -1)
             return self._value
-        stamp = (st.st_mtime_ns, st.st_size)
+        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
         if stamp != self._stamp:
             self._stamp = stamp
             try:

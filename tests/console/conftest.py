@@ -105,8 +105,10 @@ class Client:
 async def console_gateway(fake_runner, tmp_path_factory) -> AsyncIterator[ConsoleGateway]:
     data = tmp_path_factory.mktemp("console")
     shutil.copy(ROOT / "config" / "replies.yaml", data / "replies.yaml")  # the console edits this copy
+    shutil.copy(ROOT / "config" / "action_rules.csv", data / "action_rules.csv")  # and this one
     cfg = parse_config({
         "brain": {"replies": str(data / "replies.yaml")},
+        "expression": {"action_rules": str(data / "action_rules.csv")},
         "server": {"hello_timeout_s": 2},
         "devices": {"database": str(data / "gateway.db")},
         "console": {"password_file": str(data / "console-password"), "max_failed_logins": 3},

@@ -58,14 +58,14 @@ async def test_plain_http_from_another_machine_is_refused_when_https_is_offered(
     assert (await plain_only.http(_login(f"http://{HOST}", secure=False))).status == 200
 
 
-def test_a_session_ends_at_its_expiry_or_when_the_password_changes() -> None:
+async def test_a_session_ends_at_its_expiry_or_when_the_password_changes() -> None:
     clock = Clock()
     sessions = Sessions(60, clock)
-    s = sessions.create("hash-1")
+    s = await sessions.create("hash-1")
     assert sessions.get(s.token, "hash-1") == s
     assert sessions.get(s.token, "hash-2") is None  # the password changed: gone for good
     assert sessions.get(s.token, "hash-1") is None
-    t = sessions.create("hash-1")
+    t = await sessions.create("hash-1")
     clock.now += 61
     assert sessions.get(t.token, "hash-1") is None
 
