@@ -25,6 +25,7 @@ from gateway.engines.fake import FakeAsr, FakeTts, FakeVad
 from gateway.engines.runner import EngineRunner
 from gateway.links.memory import MemoryLink
 from gateway.links.websocket import WebSocketLink
+from tests.postgres_server import postgres_dsn, postgres_server  # noqa: F401  (fixtures: a real PostgreSQL)
 
 ROOT = Path(__file__).resolve().parents[1]
 

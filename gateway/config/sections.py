@@ -178,6 +178,21 @@ class DevicesConfig(_Section):
     readings_retention_days: int = Field(0, ge=0, le=36500)  # 0: keep readings forever
 
 
+class StorageConfig(_Section):
+    """Where the shared state lives: the embedded SQLite files (default) or one PostgreSQL."""
+
+    backend: Literal["sqlite", "postgres"] = "sqlite"
+    dsn_env: str = Field("GATEWAY_PG_DSN", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")  # the DSN's variable
+    connect_timeout_s: float = Field(5.0, gt=0, le=300)  # one connection attempt
+    pool_size: int = Field(8, ge=1, le=1000)  # connections this gateway keeps open at most
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        # `storage: postgres` is short for `storage: {backend: postgres}`
+        return {"backend": value} if isinstance(value, str) else value
+
+
 class SerialPortConfig(_Section):
     port: str = Field(min_length=1)
     baud: int = Field(921600, ge=1200, le=12_000_000)
@@ -285,6 +300,7 @@ class GatewayConfig(_Section):
     screens: ScreensConfig = ScreensConfig()
     console: ConsoleConfig = ConsoleConfig()
     devices: DevicesConfig = DevicesConfig()
+    storage: StorageConfig = StorageConfig()
     serial: SerialConfig = SerialConfig()
     mqtt: MqttConfig = MqttConfig()
     coap: CoapConfig = CoapConfig()
