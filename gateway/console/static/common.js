@@ -15,7 +15,7 @@ async function api(method, path, body) {
   const answer = await fetch(`/console/api/${path}`, {method, headers, body: body === undefined ? undefined : JSON.stringify(body)});
   if (answer.status === 401) { location.reload(); throw new Error("logged out"); }
   const data = await answer.json().catch(() => ({}));
-  if (!answer.ok) { const e = new Error(data.message || `${answer.status}`); e.field = data.field; e.line = data.line; throw e; }
+  if (!answer.ok) { const e = new Error(data.message || `${answer.status}`); e.field = data.field; e.line = data.line; e.problems = data.problems || []; throw e; }
   return data;
 }
 

@@ -1,4 +1,4 @@
-// The console's Replies page: edit the reply table, checked before it is saved.
+// The console's Replies page: edit the reply table and the action rules, each checked before it is saved.
 "use strict";
 let repliesLoaded = false;
 async function loadReplies() {
@@ -42,4 +42,54 @@ async function sendReplies(path, done) {
 }
 $("rep-check").addEventListener("click", () => sendReplies("replies/check", "valid"));
 $("rep-save").addEventListener("click", () => sendReplies("replies", "saved, used from the next answer"));
-register("replies", loadReplies);
+
+// The action rules (CSV): every problem shown under its line, with the lines around it.
+let actionsLoaded = false;
+async function loadActions() {
+  if (actionsLoaded) return;
+  const r = await api("GET", "actions");
+  $("act-path").textContent = r.path;
+  $("act-text").value = r.text;
+  actionsLoaded = true;
+}
+
+function showActionProblems(e) {
+  const box = $("act-error");
+  box.replaceChildren();
+  $("act-status").textContent = "";
+  if (!e) { box.classList.add("hidden"); return; }
+  const lines = $("act-text").value.split("\n");
+  const problems = e.problems && e.problems.length ? e.problems : [{line: e.line, message: e.message}];
+  for (const p of problems) {
+    const ol = document.createElement("ol");
+    ol.className = "lines";
+    const at = p.line || 1, from = Math.max(1, at - 1), to = Math.min(lines.length, at + 1);
+    ol.start = from;
+    for (let n = from; n <= to; n++) {
+      const li = document.createElement("li");
+      li.textContent = lines[n - 1] || " ";
+      if (n === at) {
+        li.className = "bad";
+        const m = document.createElement("div");
+        m.className = "message";
+        m.textContent = `line ${at}: ${p.message}`;
+        li.appendChild(m);
+      }
+      ol.appendChild(li);
+    }
+    box.appendChild(ol);
+  }
+  box.classList.remove("hidden");
+}
+
+async function sendActions(path, done) {
+  try {
+    const r = await api("POST", path, {text: $("act-text").value});
+    showActionProblems(null);
+    $("act-status").textContent = `${done}: ${r.codes.length} rules`;
+    $("act-status").className = "ok";
+  } catch (e) { showActionProblems(e); }
+}
+$("act-check").addEventListener("click", () => sendActions("actions/check", "valid"));
+$("act-save").addEventListener("click", () => sendActions("actions", "saved, used from the next sentence"));
+register("replies", async () => { await loadReplies(); await loadActions(); });
