@@ -42,6 +42,8 @@ from gateway.screens.tls import server_context
 from gateway.links.base import DeviceConnection, DeviceLink, LinkServices
 from gateway.memory.reading_feed import ReadingFeed
 from gateway.memory.alerts import speak_alerts
+from gateway.memory.device_users import DevicePeople
+from gateway.devices.people import load_people
 from gateway.memory.events import Alert
 from gateway.memory.rules import RuleEngine, install_rules
 from gateway.memory.scheduler import MemoryScheduler
@@ -88,9 +90,15 @@ class Gateway:
     memory: MemoryService | None = None  # started and closed by serve()
 
     def __post_init__(self) -> None:
+        # device -> person: memory.users with the console's changes (loaded by serve), one live
+        # mapping for the memory, the brain's histories, the alerts and the console
+        self.people = DevicePeople(self.cfg.memory.users)
+        if self.memory is not None:
+            self.memory.users = self.people
         self.mcp_clients = build_mcp_clients(self.cfg)  # external MCP servers' tools (connected by serve)
         self.device_tools = DeviceTools(self.cfg.xiaozhi.tool_timeout_s)  # connected devices' own tools
-        self.brain = build_brain(self.cfg, self.memory, self.registry.connected, self.mcp_clients, self.device_tools)
+        self.brain = build_brain(self.cfg, self.memory, self.registry.connected, self.mcp_clients, self.device_tools,
+                                 users=self.people)
         self.db = Database(self.cfg.path(self.cfg.devices.database))
         if self.cfg.devices.open_enrolment:
             log.warning("devices.open_enrolment is on: unregistered devices may connect (fine on a trusted LAN)")
@@ -101,7 +109,7 @@ class Gateway:
         # What each link may take when served: the LAN screens follow the bus, the embedded MQTT
         # broker checks device logins against the registry, xiaozhi boxes enrol through it.
         self.log_tail = LogTail()  # the console's health page shows the last log lines (attached by serve)
-        console = build_console(self.cfg, self.db, self.registry, self.memory, self.log_tail)
+        console = build_console(self.cfg, self.db, self.registry, self.memory, self.log_tail, self.people)
         self.link_services = LinkServices(bus=self.bus, check_credentials=self.auth.check_credentials,
                                           broker_logins=self.auth.broker_logins,
                                           serve_authenticated=self._handle_authenticated,
@@ -132,6 +140,7 @@ class Gateway:
         also watch this coroutine (see gateway/cli/run.py)."""
         events = [asyncio.Event() for _ in self.links]
         throttle_accept_errors(asyncio.get_running_loop())  # EMFILE: one line per interval, no traceback each
+        self.people.load(await self.db.run(load_people))  # the console's device -> person changes
         if self.memory is not None:
             await self.memory.start()
         logging.getLogger().addHandler(self.log_tail)
@@ -170,7 +179,7 @@ class Gateway:
         alerts = self.bus.subscribe(Alert, name="memory-alerts")
         devices = GatewayDevices(self.registry, self.device_tools)
         m = self.cfg.memory
-        rules = RuleEngine(memory, self.bus.publish, lambda user: tuple(d for d, u in m.users.items() if u == user))
+        rules = RuleEngine(memory, self.bus.publish, lambda user: tuple(d for d, u in self.people.items() if u == user))
         scheduler = MemoryScheduler(memory, rules, reflection_time=m.reflection_time, portrait_time=m.portrait_time)
         self.reading_feed = ReadingFeed(memory, ReadingLog(self.db), rules, on_remembered=self.bus.publish)
 

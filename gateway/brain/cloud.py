@@ -53,7 +53,7 @@ class CloudBrain(Brain):
         self.clauses = clauses
         self.route = route
         self.interrupted_reply = interrupted_reply
-        self._users = dict(users or {})  # device id -> user id
+        self._users = users if users is not None else {}  # device id -> user id (a live mapping: not copied)
         self._history: dict[str, History] = {}
         self._budget = history_tokens
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from gateway.brain.memory import MemoryBrain
@@ -29,9 +29,10 @@ def build_mcp_clients(cfg: GatewayConfig) -> McpClients | None:
 
 def build_brain(cfg: GatewayConfig, memory: MemoryService | None,
                 connected: Callable[[], list[str]] | None = None, mcp: ToolSource | None = None,
-                own_tools: DeviceTools | None = None) -> Brain:
+                own_tools: DeviceTools | None = None, users: Mapping[str, str] | None = None) -> Brain:
     """`own_tools`: the connected devices' own tools, offered to the LLM as `device__<tool>`
-    while it answers that device."""
+    while it answers that device. `users`: device id -> person, live (the gateway's DevicePeople;
+    default memory.users), whose conversation history a device continues."""
     local = LocalBrain.from_config(cfg)
     remembering = MemoryBrain(local, memory) if memory is not None else None
     if not cfg.brain.providers or cfg.brain.route == "local_only":
@@ -50,7 +51,8 @@ def build_brain(cfg: GatewayConfig, memory: MemoryService | None,
                                     [mcp] if mcp is not None else [],
                                     [DeviceToolsForBrain(own_tools)] if own_tools is not None else []),
                       prestart=cfg.brain.prestart, route=cfg.brain.route,
-                      interrupted_reply=cfg.brain.interrupted_reply, users=cfg.memory.users)
+                      interrupted_reply=cfg.brain.interrupted_reply,
+                      users=cfg.memory.users if users is None else users)
 
 
 async def drain_brain(brain: Brain) -> None:

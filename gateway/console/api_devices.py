@@ -7,6 +7,9 @@ the functions `gateway devices ...` uses) and the live sessions (SessionRegistry
     POST devices/rename    {"device_id", "name"}
     POST devices/approve   {"code"}        a xiaozhi box waiting with this activation code
     POST devices/reject    {"device_id"}   forget its code (it asks again for a new one)
+    POST devices/person    {"device_id", "person"}   whose memory and conversation the device uses:
+                           a person's id, "" = its own memory, null = as gateway.yaml (memory.users)
+                           says; stored in the devices database (gateway/devices/people.py)
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,8 +26,12 @@ from firmware_protocol.messages import DEVICE_ID_PATTERN
 from gateway.devices import activation
 from gateway.devices.auth import add_device, list_devices, remove_device, rename_device
 from gateway.devices.database import Database
+from gateway.devices.people import clear_person, set_person
 from gateway.devices.registry import SessionRegistry
 from gateway.console.routes import ApiError, ApiRequest, Routes, text_field
+from gateway.memory.device_users import DevicePeople
+from gateway.memory.errors import MemoryInputError
+from gateway.memory.node_input import check_user
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +44,8 @@ class DeviceSettings:
     websocket_path: str
     open_enrolment: bool
     activation_ttl_s: float
-    person_of: Callable[[str], str]  # device id -> the memory user (memory.users, else its own)
-    mapped: Mapping[str, str]  # memory.users as configured
+    person_of: Callable[[str], str]  # device id -> the memory user (the mapping below, else its own)
+    people: DevicePeople  # device id -> person: memory.users with the console's changes (live)
 
 
 def _format(f: AudioFormat) -> str:
@@ -56,7 +63,8 @@ class DevicesApi:
     def routes(self) -> Routes:
         return {("GET", "devices"): self.list, ("POST", "devices/add"): self.add,
                 ("POST", "devices/remove"): self.remove, ("POST", "devices/rename"): self.rename,
-                ("POST", "devices/approve"): self.approve, ("POST", "devices/reject"): self.reject}
+                ("POST", "devices/approve"): self.approve, ("POST", "devices/reject"): self.reject,
+                ("POST", "devices/person"): self.person}
 
     def _device_id(self, body: Any) -> str:
         device_id = text_field(body, "device_id", max_len=64)
@@ -76,7 +84,8 @@ class DevicesApi:
             link, _, address = peer.partition(" ")
             entry = {"device_id": device_id, "link": link, "address": address,
                      "can_speak": self._registry.can_speak(device_id), "registered": device_id in known,
-                     "person": self._settings.person_of(device_id), "audio_in": "", "audio_out": "",
+                     "person": self._settings.person_of(device_id), "mapped": device_id in self._settings.people,
+                     "person_source": self._settings.people.source(device_id), "audio_in": "", "audio_out": "",
                      "firmware": "", "since": None}
             if (found := self._registry.hello(device_id)) is not None:
                 hello, since = found
@@ -89,7 +98,8 @@ class DevicesApi:
             "registered": [{"device_id": d.device_id, "name": d.name, "created_at": d.created_at.timestamp(),
                             "last_seen": d.last_seen.timestamp() if d.last_seen else None,
                             "connected": d.device_id in online, "person": self._settings.person_of(d.device_id),
-                            "mapped": d.device_id in self._settings.mapped} for d in registered],
+                            "mapped": d.device_id in self._settings.people,
+                            "person_source": self._settings.people.source(d.device_id)} for d in registered],
             "pending": [{"device_id": p.device_id, "code": p.code, "details": p.details, "approved": p.approved,
                          "expires_in": round(p.expires_at - now)} for p in pending],
             "open_enrolment": self._settings.open_enrolment,
@@ -136,3 +146,27 @@ class DevicesApi:
             raise ApiError(404, f"no box {device_id} is waiting for activation", "device_id")
         log.info("%s: box %s rejected (its activation code forgotten)", request.peer, device_id)
         return {"rejected": device_id}
+
+    async def person(self, request: ApiRequest) -> dict[str, Any]:
+        device_id = self._device_id(request.body)
+        person = request.body.get("person", "")
+        if person is not None:
+            if not isinstance(person, str):
+                raise ApiError(400, 'person: a person\'s id, "" for the device\'s own memory, or null', "person")
+            person = person.strip()
+            if person:
+                try:
+                    check_user(person)
+                except MemoryInputError as exc:
+                    raise ApiError(400, f"person: {exc}", "person") from None
+        people, before = self._settings.people, self._settings.person_of(device_id)
+        if person is None:
+            await self._db.run(clear_person, device_id)
+            people.reset(device_id)
+        else:
+            await self._db.run(set_person, device_id, person, self._clock())
+            people.set(device_id, person)
+        after = self._settings.person_of(device_id)
+        log.info("%s: device %s now belongs to %s (%s; was %s): its conversation and memory are %s's from its next turn",
+                 request.peer, device_id, after, people.source(device_id), before, after)
+        return {"device_id": device_id, "person": after, "was": before, "person_source": people.source(device_id)}

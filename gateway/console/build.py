@@ -9,8 +9,10 @@ from gateway.console.api_actions import ActionsApi
 from gateway.console.api_devices import DeviceSettings, DevicesApi
 from gateway.console.api_health import HealthApi, Port
 from gateway.console.api_memory import MemoryApi
+from gateway.console.api_profile import ProfileApi
 from gateway.console.api_readings import ReadingsApi
 from gateway.console.api_replies import RepliesApi
+from gateway.console.api_rules import RulesApi
 from gateway.console.log_tail import LogTail
 from gateway.console.password import PasswordFile
 from gateway.console.server import ConsoleServer
@@ -18,7 +20,8 @@ from gateway.console.sessions import Sessions, store_beside
 from gateway.console.throttle import LoginThrottle
 from gateway.devices.database import Database
 from gateway.devices.registry import SessionRegistry
-from gateway.memory.device_users import user_of
+from gateway.memory.device_users import DevicePeople, user_of
+from gateway.memory.rule_book import RuleBook
 from gateway.memory.service import MemoryService
 
 
@@ -39,26 +42,28 @@ def _ports(cfg: GatewayConfig) -> list[Port]:
 
 
 def build_console(cfg: GatewayConfig, db: Database, registry: SessionRegistry, memory: MemoryService | None,
-                  log_tail: LogTail) -> ConsoleServer | None:
+                  log_tail: LogTail, people: DevicePeople) -> ConsoleServer | None:
     """The console (None when console.enabled or screens.enabled is off). Until an admin password
-    is set (`gateway console password`, or `gateway run` makes one) every login is refused."""
+    is set (`gateway console password`, or `gateway run` makes one) every login is refused.
+    `people`: the gateway's live device -> person mapping, which the Devices page changes."""
     c = cfg.console
     if not c.enabled or not cfg.screens.enabled:
         return None
     password = PasswordFile(cfg.path(c.password_file))
     from gateway.cli.doctor import checks_without_engines  # here: gateway.cli's package imports gateway.app
     m = cfg.memory
-    person_of = partial(user_of, users=m.users, default_user=m.default_user, isolate_by_user=m.isolate_by_user)
+    person_of = partial(user_of, users=people, default_user=m.default_user, isolate_by_user=m.isolate_by_user)
 
     async def rules_of(person: str) -> list:
         return await memory.active_rules(person) if memory is not None else []
 
     settings = DeviceSettings(cfg.server.websocket_port, cfg.server.websocket_path, cfg.devices.open_enrolment,
-                              cfg.xiaozhi.activation_ttl_s, person_of, m.users)
+                              cfg.xiaozhi.activation_ttl_s, person_of, people)
     models = {"asr": f"{cfg.asr.engine} {cfg.asr.model}", "tts": f"{cfg.tts.engine} {cfg.tts.voice}",
               "memory": m.embedding if m.enabled else "off"}
-    routes = {**DevicesApi(db, registry, settings).routes(), **ReadingsApi(db, person_of, rules_of, m.users).routes(),
-              **HealthApi(registry, _ports(cfg), models, log_tail, partial(checks_without_engines, cfg)).routes(), **MemoryApi(memory, m.users).routes(),
+    routes = {**DevicesApi(db, registry, settings).routes(), **ReadingsApi(db, person_of, rules_of, people).routes(),
+              **HealthApi(registry, _ports(cfg), models, log_tail, partial(checks_without_engines, cfg)).routes(), **MemoryApi(memory, people).routes(),
+              **RulesApi(RuleBook(memory) if memory is not None else None).routes(), **ProfileApi(memory).routes(),
               **RepliesApi(cfg.path(cfg.brain.replies)).routes(), **ActionsApi(cfg.path(cfg.expression.action_rules)).routes()}
     return ConsoleServer(password, Sessions(c.session_hours * 3600, store=store_beside(password.path)), LoginThrottle(c.max_failed_logins), routes,
                          tls_available=cfg.screens.tls)

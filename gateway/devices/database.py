@@ -60,6 +60,13 @@ CREATE TABLE IF NOT EXISTS activations (
     expires_at  REAL NOT NULL,
     approved_at REAL
 );
+-- the person each device belongs to, set from the console (gateway/devices/people.py); it
+-- overrides memory.users of gateway.yaml for that device
+CREATE TABLE IF NOT EXISTS device_people (
+    device_id   TEXT PRIMARY KEY,
+    person      TEXT NOT NULL,  -- a memory user id; '' = the device's own memory
+    updated_at  REAL NOT NULL
+);
 """
 
 

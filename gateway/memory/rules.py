@@ -164,14 +164,21 @@ class RuleEngine:
         return min(times, default=None)
 
 
+def condition_tags(reading: str, above: str, before: str) -> list[str]:
+    """The machine-readable part of a rule (checked values, see MemoryRuleConfig): its reading
+    kind and its threshold or deadline."""
+    cond = f"above:{above}" if above else f"schedule:before:{before}"
+    return sorted([f"reading:{reading}", cond])
+
+
 async def install_rules(memory: MemoryService, rules: Iterable[Any]) -> list[Node]:
     """Write the rules of `memory.rules` (config) as rule nodes, once: a rule already in the
-    user's memory with the same text and tags is not written again. Returns the new nodes."""
+    user's memory with the same text and tags is not written again (nor one disabled in the
+    console: it stays disabled). Returns the new nodes."""
     written = []
     for r in rules:
-        cond = f"above:{r.above}" if r.above else f"schedule:before:{r.before}"
-        tags = sorted([f"reading:{r.reading}", cond])
-        existing = await memory.active_rules(r.user)
+        tags = condition_tags(r.reading, r.above, r.before)
+        existing = await memory.rules(r.user)
         if any(n.content == r.text and set(tags) <= set(n.tags) for n in existing):
             continue
         written.append(await memory.remember(r.user, r.text, kind="rule", source="config", persistent=True,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -26,7 +26,7 @@ from gateway.memory.node_input import NodeSpec, node_input
 from gateway.memory.node_input import check_user as _check_user
 from gateway.memory.retrieval import Scored, Weights, score_arrays
 from gateway.memory.store import MemoryStore, Node, NodeDraft
-from gateway.memory.tags import NODE_TYPES, normalize_tags, schema
+from gateway.memory.tags import DISABLED, NODE_TYPES, normalize_tags, schema
 from gateway.memory.vector_index import CodeIndex
 
 log = logging.getLogger(__name__)
@@ -48,14 +48,14 @@ def _check_n(n: int, top: int = 200) -> int:
 
 class MemoryService:
     def __init__(self, path: Path | str, embedder_factory: Callable[[], Embedder], *,
-                 users: dict[str, str] | None = None, default_user: str = "household", isolate_by_user: bool = True,
+                 users: Mapping[str, str] | None = None, default_user: str = "household", isolate_by_user: bool = True,
                  search_weights: tuple[float, float, float] = (0.0, 1.0, 0.5),
                  conversation_weights: tuple[float, float, float] = (0.8, 0.5, 0.5),
                  half_life_h: float = 24.0, clock: Callable[[], float] = time.time,
                  progress: Callable[[str], None] = lambda line: None) -> None:
         self.path = path
         self._embedder_factory = embedder_factory
-        self.users = dict(users or {})
+        self.users = users if users is not None else {}  # device id -> user, live (DevicePeople): not copied
         self.default_user = _check_user(default_user)
         self.isolate_by_user = isolate_by_user
         self.search_weights = Weights(*search_weights)
@@ -203,6 +203,20 @@ class MemoryService:
             log.info("memory: %s forgot memory #%d", user_id, node_id)
         return gone
 
+    async def rewrite(self, user_id: str, node_id: int, content: str, *, kind: str | None = None,
+                      source: str | None = None, persistent: bool = False, extra_tags: Iterable[str] = (),
+                      importance: int | None = None) -> Node | None:
+        """Change one of the user's memories in place (checked like `remember`, re-embedded; its id,
+        type and time kept, so what points at it, e.g. a rule's firings, still does); None when the
+        user has no such memory."""
+        spec = node_input(user_id, content, now=self.clock(), kind=kind, source=source, persistent=persistent,
+                          extra_tags=extra_tags, importance=importance)
+        vector = (await self.embed([spec.content]))[0]
+        node = await self._write(lambda s: s.update(user_id, node_id, spec.content, spec.tags, spec.importance, vector))
+        if node is not None:
+            await self._read(lambda s: self._index.clear())
+        return node
+
     async def set_profile(self, user_id: str, *, portrait: str | None = None, extra_info: str | None = None) -> None:
         _check_user(user_id)
         await self._write(lambda s: s.set_profile(user_id, self.clock(), portrait, extra_info))
@@ -257,8 +271,17 @@ class MemoryService:
         return await self._read(lambda s: s.recent(user_id, n, all_of=all_of, any_of=any_of, types=types,
                                                    since=since, until=until))
 
-    async def active_rules(self, user_id: str, n: int = 100) -> list[Node]:
+    async def rules(self, user_id: str, n: int = 100) -> list[Node]:
+        """Every rule, the disabled ones (tagged `state:disabled`) too."""
         return await self.recent(user_id, n, all_of=("kind:rule", "persistent:true"))
+
+    async def active_rules(self, user_id: str, n: int = 100) -> list[Node]:
+        """The rules in force: not disabled."""
+        return [r for r in await self.rules(user_id, n) if DISABLED not in r.tags]
+
+    async def firings(self, user_id: str, rule_id: int, n: int = 10) -> list[Node]:
+        """The alerts a rule raised (the rule engine writes each, tagged `alert:<rule id>`), newest first."""
+        return await self.recent(user_id, n, all_of=(f"alert:{rule_id}",))
 
     async def reflections(self, user_id: str, n: int = 10) -> list[Node]:
         return await self.recent(user_id, n, types=("reflection",))

@@ -152,6 +152,26 @@ class MemoryStore:
             self.conn.execute("DELETE FROM nodes WHERE id = ?", (node_id,))
         return True
 
+    def update(self, user_id: str, node_id: int, content: str, tags: tuple[str, ...], importance: int,
+               embedding: np.ndarray) -> Node | None:
+        """Rewrite one node of `user_id` (content, tags, importance, vector) keeping its id and
+        time, in one transaction; None when the user has no such node."""
+        vec = np.ascontiguousarray(embedding, np.float32)
+        if vec.shape != (DIMS,):
+            raise ValueError(f"embedding must have {DIMS} dims, got {vec.shape}")
+        with self.conn:
+            if self.conn.execute("SELECT 1 FROM nodes WHERE id = ? AND user_id = ?", (node_id, user_id)).fetchone() is None:
+                return None
+            self.conn.execute("UPDATE nodes SET content = ?, tags = ?, importance = ?, embedding = ? WHERE id = ?",
+                              (content, json.dumps(list(tags)), importance, vec.tobytes(), node_id))
+            self.conn.execute("DELETE FROM node_tags WHERE node_id = ?", (node_id,))
+            self.conn.executemany("INSERT INTO node_tags(tag, node_id) VALUES (?, ?)", [(t, node_id) for t in tags])
+            self.conn.execute("DELETE FROM node_vec WHERE rowid = ?", (node_id,))  # (vec0: no UPDATE of a bit column)
+            self.conn.execute("INSERT INTO node_vec(rowid, user_id, embedding) VALUES (?, ?, vec_quantize_binary(?))",
+                              (node_id, user_id, vec.tobytes()))
+            row = self.conn.execute(f"SELECT {_COLS} FROM nodes WHERE id = ?", (node_id,)).fetchone()
+        return _node(row)
+
     def set_meta(self, key: str, value: str) -> None:
         with self.conn:
             self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))

@@ -25,7 +25,10 @@ NAMESPACES = {
     "schedule": "when a rule applies: daily, hourly, before:09:00, ... (not inherited)",
     "reading": "the sensor reading kind of an observation (blood_pressure, temperature, ...)",
     "profile": "a profile fact slot (profile:name)",
+    "state": "`state:disabled` = a rule that is kept but does not fire (the console disables and enables rules)",
+    "alert": "alert:<rule id> = an alert that rule raised (written by the rule engine when it fires)",
 }
+DISABLED = "state:disabled"
 _LOWER_VALUE = {"kind", "source", "domain", "persistent"}
 _NOT_INHERITED = ("session:", "date:", "schedule:")
 _TAG = re.compile(r"^([a-z][a-z0-9_]{0,31}):(.{1,120})$")
