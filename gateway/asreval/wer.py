@@ -1,7 +1,7 @@
 """Word error rate, on normalised words (what was said, not how it was written).
 
-Lower case; digits spelled out (`7` -> seven, `10:30` -> ten thirty, `5th` -> fifth stays
-`5th`: the corpus avoids ordinals); punctuation dropped (apostrophes too, `don't` -> dont);
+Lower case; digits spelled out (`7` -> seven, `10:30` and the British `10.30` -> ten thirty,
+`7:00` / `7.00` -> seven; `5th` stays `5th`: the corpus avoids ordinals); punctuation dropped (apostrophes too, `don't` -> dont);
 hyphens split words; British and American spellings of the corpus's words made one. WER is the
 word-level edit distance (substitutions + deletions + insertions) over the reference's length.
 """
@@ -38,7 +38,7 @@ def _numbers(match: re.Match[str]) -> str:
 
 def normalise(text: str) -> list[str]:
     text = text.lower().replace("-", " ")
-    text = re.sub(r"(\d+)(?::(\d\d))?", _numbers, text)
+    text = re.sub(r"(\d+)(?:[:.](\d\d)(?!\d))?", _numbers, text)
     text = re.sub(r"[^a-z0-9 ]+", "", text.replace("'", "").replace("\u2019", ""))
     words: list[str] = []
     for word in text.split():

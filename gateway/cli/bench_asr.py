@@ -4,7 +4,8 @@ Builds the evaluation set (gateway/asreval: 40 held-out sentences, the piper voi
 speeds and espeak-ng voices, white/pink/babble noise at 20/10/5 dB SNR; nothing is read from
 disk but the models), runs every engine of `--engines` over it, whole files and through the
 gateway's VAD/endpointing, and prints per engine and SNR: WER, empty transcripts, RTF, ms per
-decode, and how many utterances reached the ASR. `--rss` adds each engine's resident memory
+decode, and how many utterances reached the ASR; `--detail` adds WER per speaker kind and noise
+kind and each misheard utterance (gateway/asreval/detail.py). `--rss` adds each engine's resident memory
 (loaded and warm, in a fresh process). The score that picks the default ASR (docs/CONFIG.md,
 asr.engine) is printed last.
 
@@ -28,6 +29,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from gateway.asreval.detail import breakdown, misheard
 from gateway.asreval.measure import SNRS, Score, condition_audio, evaluate
 from gateway.asreval.render import RATE, render
 from gateway.config import GatewayConfig
@@ -111,6 +113,7 @@ def run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
     vad = load_vad(cfg, store)
     rows: list[dict[str, Any]] = []
     summary: dict[str, dict[str, float]] = {}
+    details: dict[str, dict[str, dict[str, float]]] = {}  # --detail: engine -> group -> condition -> WER
     for spec in args.engines.split(","):
         ecfg = _with_asr(cfg, asr_of(spec, cfg))
         say(f"== {spec}: loading")
@@ -125,6 +128,14 @@ def run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
                     f"{r['empty']:2}/{len(clips)}  RTF {r['rtf']:.3f}  {r['ms_per_decode']:6.0f} ms/decode  "
                     f"reached ASR {r['reached_asr']}/{len(clips)}")
         key = "vad" if "vad" in args.paths else "whole"
+        if args.detail:
+            details[spec] = groups = breakdown(clips, scores, key)
+            if not args.json:
+                say(f"  WER by speaker and noise (path {key}):")
+                for group, by_cond in groups.items():
+                    say(f"    {group:16}" + "  ".join(f"{c} {w:.3f}" for c, w in by_cond.items()))
+                say(f"  misheard utterances (path {key}):")
+                misheard(clips, scores, key, say)
         summary[spec] = {"wer_clean": scores[(None, key)].wer, "wer_10db": scores[(10.0, key)].wer,
                          "wer_mean": sum(scores[(s, key)].wer for s in SNRS) / len(SNRS),
                          "rtf": sum(scores[(s, key)].decode_s for s in SNRS) / sum(scores[(s, key)].audio_s for s in SNRS)}
@@ -136,7 +147,8 @@ def run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
                                    and s["rtf"] <= TARGETS["rtf"])
         s["score"] = cost(s)
     if args.json:
-        print(json.dumps({"load": os.getloadavg()[0], "clips": len(clips), "rows": rows, "summary": summary}, indent=1))
+        print(json.dumps({"load": os.getloadavg()[0], "clips": len(clips), "rows": rows, "summary": summary,
+                          **({"breakdown": details} if args.detail else {})}, indent=1))
         return 0
     say(f"\nsummary (path {key}; load {os.getloadavg()[0]:.1f}; score = (0.01 + mean WER) x RTF x RSS/100 MB, lower is better)")
     for spec, s in sorted(summary.items(), key=lambda kv: kv[1]["score"]):
@@ -157,5 +169,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     b.add_argument("--paths", default="whole,vad", help="whole (the file), vad (through the endpointing), or both")
     b.add_argument("--rss", action="store_true", help="also each engine's RSS, loaded and warm, in a fresh process")
     b.add_argument("--save", metavar="DIR", help="also write the set as 16-bit WAVs (+ transcripts.tsv) to DIR")
+    b.add_argument("--detail", action="store_true", help="also WER per speaker kind and noise kind, and every "
+                   "misheard utterance (said | heard)")
     b.add_argument("--json", action="store_true", help="print the figures as JSON")
     b.set_defaults(func=run)

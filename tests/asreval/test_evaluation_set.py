@@ -55,6 +55,9 @@ def test_pink_noise_has_more_power_low_than_high() -> None:
 def test_words_are_normalised_before_counting_errors() -> None:
     assert normalise("Wake me up at 7, it's 10:30!") == ["wake", "me", "up", "at", "seven", "its", "ten", "thirty"]
     assert normalise("The city center") == normalise("the city centre")
+    # A time as Whisper writes it: `7.00` is seven, not "seven zero" (and 7.30 is seven thirty).
+    assert normalise("Wake me up at 7.00 tomorrow, or 7.30.") == \
+        ["wake", "me", "up", "at", "seven", "tomorrow", "or", "seven", "thirty"]
     assert wer(["Set a timer for ten minutes."], ["Set a timer for 10 minutes"]) == 0.0
     assert wer(["Please turn off the kitchen lights."], ["please turn of the kitchen"]) == pytest.approx(2 / 6)
     assert wer(["Open the door."], [""]) == 1.0
