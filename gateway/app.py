@@ -28,7 +28,7 @@ from gateway.devices.database import Database
 from gateway.devices.device_actions import DeviceActions
 from gateway.devices.device_tools import DeviceTools
 from gateway.devices.reading_log import ReadingLog
-from gateway.devices.readings import ReadingService, ReadingStored
+from gateway.devices.readings import ReadingService, ReadingStored, SqliteReadingStore
 from gateway.devices.registry import SessionRegistry
 from gateway.devices.retention import ReadingRetention
 from gateway.devices.session import SessionServices, serve_device
@@ -102,7 +102,7 @@ class Gateway:
         self.db = Database(self.cfg.path(self.cfg.devices.database))
         if self.cfg.devices.open_enrolment:
             log.warning("devices.open_enrolment is on: unregistered devices may connect (fine on a trusted LAN)")
-        self.readings = ReadingService(self.db, self.bus, per_minute=self.cfg.devices.max_readings_per_minute)
+        self.readings = ReadingService(SqliteReadingStore(self.db), self.bus, per_minute=self.cfg.devices.max_readings_per_minute)
         self.auth = Authenticator(self.db, self.cfg.devices.open_enrolment)
         days = self.cfg.devices.readings_retention_days
         self.retention = ReadingRetention(self.db, days) if days else None  # 0: keep readings forever

@@ -20,6 +20,7 @@ from firmware_protocol import ReadingAck, ReadingStatus, SensorReading
 from gateway.bus import EventBus
 from gateway.devices.database import Database
 from gateway.devices.reading_rules import ReadingInvalid, check_reading
+from gateway.devices.reading_store import ReadingStore, StorageFailed
 
 log = logging.getLogger(__name__)
 
@@ -111,13 +112,26 @@ def reading_kinds(conn: sqlite3.Connection) -> list[tuple[str, str]]:
     return [(d, k) for d, k in conn.execute("SELECT DISTINCT device_id, kind FROM readings ORDER BY device_id, kind")]
 
 
+class SqliteReadingStore:
+    """The ReadingStore on the gateway's SQLite database (its one writer thread)."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def insert(self, device_id: str, msg: SensorReading, received_at: float) -> tuple[int, bool]:
+        try:
+            return await self._db.run(insert_reading, device_id, msg, received_at)
+        except sqlite3.Error as exc:
+            raise StorageFailed(f"database error: {exc}") from exc
+
+
 class ReadingService:
     """Turns a device's SensorReading into a durable row, a bus event and a ReadingAck."""
 
     def __init__(
-        self, db: Database, bus: EventBus, clock: Callable[[], float] = time.time, per_minute: int = 0
+        self, store: ReadingStore, bus: EventBus, clock: Callable[[], float] = time.time, per_minute: int = 0
     ) -> None:
-        self._db = db
+        self._store = store
         self._bus = bus
         self._clock = clock
         self._per_minute = per_minute  # 0: no limit
@@ -152,11 +166,12 @@ class ReadingService:
             log.warning("%s: reading-invalid: %s reading seq %d refused: %s", peer, msg.kind, msg.seq, exc)
             return ReadingAck(msg.seq, ReadingStatus.REJECTED, "reading-invalid", str(exc))
         try:
-            reading_id, new = await self._db.run(insert_reading, device_id, msg, received_at)
-        except sqlite3.Error as exc:
+            reading_id, new = await self._store.insert(device_id, msg, received_at)
+        except StorageFailed as exc:
             self.rejected += 1
-            log.exception("%s: storage-failed: reading seq %d not stored", peer, msg.seq)
-            return ReadingAck(msg.seq, ReadingStatus.REJECTED, "storage-failed", f"database error: {exc}")
+            log.error("%s: storage-failed: reading seq %d not stored, not acked (the device resends): %s",
+                      peer, msg.seq, exc)
+            return ReadingAck(msg.seq, ReadingStatus.REJECTED, "storage-failed", str(exc))
         if not new:
             self.duplicates += 1
             if reading_id:

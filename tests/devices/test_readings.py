@@ -16,7 +16,7 @@ import pytest
 from firmware_protocol import ReadingStatus, SensorReading
 from gateway.bus import EventBus
 from gateway.devices.database import Database, connect
-from gateway.devices.readings import ReadingService, ReadingStored, list_readings
+from gateway.devices.readings import ReadingService, ReadingStored, SqliteReadingStore, list_readings
 
 NOW = 1_764_547_200.0  # 2025-12-01T00:00:00Z
 BP = (("systolic", "mmHg", 120.0), ("diastolic", "mmHg", 80.0), ("pulse", "bpm", 72.0))
@@ -36,7 +36,7 @@ def bus() -> EventBus:
 
 @pytest.fixture
 def service(db: Database, bus: EventBus) -> ReadingService:
-    return ReadingService(db, bus, clock=lambda: NOW)
+    return ReadingService(SqliteReadingStore(db), bus, clock=lambda: NOW)
 
 
 async def test_a_valid_blood_pressure_reading_is_stored_acked_and_published(service, bus, db):
@@ -119,10 +119,10 @@ from pathlib import Path
 from firmware_protocol import SensorReading
 from gateway.bus import EventBus
 from gateway.devices.database import Database
-from gateway.devices.readings import ReadingService
+from gateway.devices.readings import ReadingService, SqliteReadingStore
 
 async def main():
-    service = ReadingService(Database(Path(sys.argv[1])), EventBus())
+    service = ReadingService(SqliteReadingStore(Database(Path(sys.argv[1]))), EventBus())
     for seq in range(1, 1000000):
         ack = await service.handle("bp-9", "kill-test", SensorReading(seq, "humidity", 0, (("percent", "%", 50.0),)))
         print(ack.seq, ack.status.name, flush=True)
@@ -155,7 +155,7 @@ def test_every_acked_reading_survives_kill_9_right_after_the_ack(tmp_path):
 
 async def test_readings_beyond_the_per_minute_limit_are_refused_rate_limited_until_the_bucket_refills(db, bus, caplog):
     now = [NOW]
-    service = ReadingService(db, bus, clock=lambda: now[0], per_minute=3)
+    service = ReadingService(SqliteReadingStore(db), bus, clock=lambda: now[0], per_minute=3)
     statuses = [(await service.handle("fast", "peer-f", SensorReading(i, "co2", 0, (("ppm", "ppm", 400.0),)))).code
                 for i in range(1, 5)]
     assert statuses == ["", "", "", "rate-limited"]

@@ -14,7 +14,7 @@ from firmware_protocol import ReadingStatus, SensorReading
 from gateway.bus import EventBus
 from gateway.cli import main
 from gateway.devices.database import Database, connect
-from gateway.devices.readings import ReadingService, insert_reading, list_readings
+from gateway.devices.readings import ReadingService, SqliteReadingStore, insert_reading, list_readings
 from gateway.devices.retention import DAY_S, ReadingRetention, count_prunable, prune_async, prune_readings, pruned_through
 
 NOW = 1_764_547_200.0  # 2025-12-01T00:00:00Z
@@ -56,7 +56,7 @@ def test_only_readings_received_before_the_cutoff_are_pruned_batch_by_batch_with
 async def test_a_resend_of_a_pruned_reading_is_acked_duplicate_and_not_stored_again(db, caplog):
     await db.run(fill, "hum-1", range(1, 4), 800)
     await prune_async(db, NOW - 730 * DAY_S)
-    service = ReadingService(db, EventBus(), clock=lambda: NOW)
+    service = ReadingService(SqliteReadingStore(db), EventBus(), clock=lambda: NOW)
     with caplog.at_level(logging.INFO):
         assert (await service.handle("hum-1", "peer-h", reading(2))).status == ReadingStatus.DUPLICATE
     assert "peer-h: reading seq 2 was stored before and pruned by the retention" in caplog.text
@@ -83,14 +83,14 @@ async def test_a_late_reading_below_the_pruned_seq_that_is_still_stored_is_kept_
     await db.run(fill, "hum-1", range(3, 4), 1)  # seq 3 arrived late, yesterday
     await prune_async(db, NOW - 730 * DAY_S)
     assert [r.seq for r in await db.run(list_readings)] == [3]
-    service = ReadingService(db, EventBus(), clock=lambda: NOW)
+    service = ReadingService(SqliteReadingStore(db), EventBus(), clock=lambda: NOW)
     assert (await service.handle("hum-1", "p", reading(3))).status == ReadingStatus.DUPLICATE
     assert len(await db.run(list_readings)) == 1
 
 
 async def test_readings_arriving_during_a_long_prune_are_stored_between_its_batches(db):
     await db.run(fill, "old", range(1, 3001), 800)
-    service = ReadingService(db, EventBus(), clock=lambda: NOW)
+    service = ReadingService(SqliteReadingStore(db), EventBus(), clock=lambda: NOW)
     prune = asyncio.create_task(prune_async(db, NOW - 730 * DAY_S, batch=100))
     await asyncio.sleep(0)  # let the prune submit its first batch
     acks = [await service.handle("live", "p", reading(seq)) for seq in range(1, 4)]

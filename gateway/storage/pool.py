@@ -1,0 +1,39 @@
+"""The gateway's connections to PostgreSQL: one async pool, the schema migrated when it opens.
+
+Connections are checked before each use, so after a restart of PostgreSQL the first statement
+gets a fresh connection instead of the dead one; while the server is unreachable, taking a
+connection fails after `storage.connect_timeout_s` (the caller then refuses to ack).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from gateway.config.sections import StorageConfig
+from gateway.storage.schema import migrate
+
+
+def _connect_timeout(storage: StorageConfig) -> int:
+    return max(1, round(storage.connect_timeout_s))  # libpq takes whole seconds
+
+
+def migrate_dsn(dsn: str, storage: StorageConfig, progress: Callable[[str], None] = lambda line: None) -> int:
+    """Connect once and migrate (blocking: run it off the event loop or before it starts)."""
+    with psycopg.connect(dsn, connect_timeout=_connect_timeout(storage)) as conn:
+        return migrate(conn, progress)
+
+
+async def open_pool(dsn: str, storage: StorageConfig,
+                    progress: Callable[[str], None] = lambda line: None) -> AsyncConnectionPool:
+    """An open pool of at most `storage.pool_size` connections; the schema is migrated first."""
+    await asyncio.to_thread(migrate_dsn, dsn, storage, progress)
+    pool = AsyncConnectionPool(
+        dsn, min_size=1, max_size=storage.pool_size, open=False, timeout=storage.connect_timeout_s,
+        kwargs={"connect_timeout": _connect_timeout(storage), "autocommit": True},
+        check=AsyncConnectionPool.check_connection, reconnect_timeout=0, name="gateway")
+    await pool.open(wait=True, timeout=storage.connect_timeout_s)
+    return pool

@@ -1,0 +1,48 @@
+"""Readings on PostgreSQL: the ReadingStore several gateways share (gateway/devices/reading_store.py).
+
+One device + seq is one row across every gateway: `UNIQUE (device_id, seq)` and `ON CONFLICT DO
+NOTHING`, so a reading resent to another gateway after a failover is found, not stored twice (a
+concurrent insert of the same seq waits for the first and then sees it). `insert` returns after
+the commit (`synchronous_commit` on, PostgreSQL's default), so the ack follows durability; when
+the database is unreachable it raises StorageFailed and the device is not acked.
+"""
+
+from __future__ import annotations
+
+import json
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from firmware_protocol import SensorReading
+from gateway.devices.reading_store import StorageFailed
+
+
+class PostgresReadingStore:
+    def __init__(self, pool: AsyncConnectionPool) -> None:
+        self._pool = pool
+
+    async def insert(self, device_id: str, msg: SensorReading, received_at: float) -> tuple[int, bool]:
+        measured_at, clock = (float(msg.measured_at), "device") if msg.measured_at else (received_at, "gateway")
+        values = json.dumps([[name, unit, value] for name, unit, value in msg.values], ensure_ascii=False)
+        try:
+            async with self._pool.connection() as conn, conn.transaction():
+                pruned = await (await conn.execute(
+                    "SELECT max_seq FROM readings_pruned WHERE device_id = %s", (device_id,))).fetchone()
+                if pruned is not None and msg.seq <= pruned[0]:
+                    row = await (await conn.execute("SELECT id FROM readings WHERE device_id = %s AND seq = %s",
+                                                    (device_id, msg.seq))).fetchone()
+                    return (int(row[0]), False) if row else (0, False)  # pruned: still a duplicate
+                row = await (await conn.execute(
+                    'INSERT INTO readings (device_id, seq, kind, measured_at, received_at, clock, "values")'
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (device_id, seq) DO NOTHING RETURNING id",
+                    (device_id, msg.seq, msg.kind, measured_at, received_at, clock, values))).fetchone()
+                if row is not None:
+                    return int(row[0]), True
+                row = await (await conn.execute("SELECT id FROM readings WHERE device_id = %s AND seq = %s",
+                                                (device_id, msg.seq))).fetchone()
+                return int(row[0]), False
+        except PoolTimeout as exc:
+            raise StorageFailed(f"PostgreSQL unreachable: {exc}") from exc
+        except psycopg.Error as exc:
+            raise StorageFailed(f"PostgreSQL error: {exc}") from exc
