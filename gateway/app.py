@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 import time
 from collections.abc import Callable
@@ -236,8 +237,15 @@ def default_links(cfg: GatewayConfig) -> list[DeviceLink]:
         links.append(SerialLink(ports, s.max_frame_bytes))
     if cfg.mqtt.enabled:
         m = cfg.mqtt
+        cluster, client = None, m.client_id
+        if cfg.cluster.enabled:  # one of several gateways (docs/SCALE-OUT.md); needs the postgres extra
+            from gateway.cluster.build import build_node, client_id
+
+            cluster = build_node(cfg, os.environ)
+            client = client_id(cluster.me)
         links.append(MqttLink(m.host or s.host, m.port, topic_prefix=m.topic_prefix, protocol=m.protocol,
-                              client_id=m.client_id, username=m.username or None, password=m.password or None,
+                              client_id=client, username=m.username or None, password=m.password or None,
+                              cluster=cluster,
                               max_frame_bytes=s.max_frame_bytes, embedded=not m.host,
                               inbox_messages=m.inbox_messages, offline_queue=m.offline_queue,
                               extensions=mqtt_extensions, extension_port=cfg.xiaozhi.mqtt_port,

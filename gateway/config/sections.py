@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from gateway.config.base import _Section
+from gateway.config.cluster import ClusterConfig
 from gateway.config.brain import BrainConfig, LlmProviderConfig, McpServerConfig, PrestartToolConfig
 from gateway.config.listen import ListenConfig
 
@@ -303,12 +304,26 @@ class GatewayConfig(_Section):
     storage: StorageConfig = StorageConfig()
     serial: SerialConfig = SerialConfig()
     mqtt: MqttConfig = MqttConfig()
+    cluster: ClusterConfig = ClusterConfig()
     coap: CoapConfig = CoapConfig()
     xiaozhi: XiaozhiConfig = XiaozhiConfig()
     memory: MemoryConfig = MemoryConfig()
     mcp: McpConfig = McpConfig()
     logging: LoggingConfig = LoggingConfig()
     base_dir: Path = Field(default=Path("."), exclude=True)
+
+    @model_validator(mode="after")
+    def _cluster_needs(self) -> "GatewayConfig":
+        if self.cluster.enabled:  # the members meet on one external broker and one PostgreSQL
+            missing = [why for bad, why in (
+                (not self.mqtt.enabled, "mqtt.enabled: true"),
+                (not self.mqtt.host, "mqtt.host: an external broker every gateway of the cluster uses"),
+                (self.mqtt.protocol != "5", 'mqtt.protocol: "5" (Last Will and message expiry of the member records)'),
+                (self.storage.backend != "postgres", "storage: postgres (the device leases and the shared store)"),
+            ) if bad]
+            if missing:
+                raise ValueError("cluster.enabled needs " + "; ".join(missing))
+        return self
 
     def path(self, p: Path) -> Path:
         """Resolve a configured path against the config file's directory."""

@@ -15,6 +15,12 @@ device has a bounded inbox: when the core falls behind, new messages are dropped
 `embedded`: the gateway runs the broker itself, Debian's mosquitto (gateway/links/mosquitto.py,
 its logins and ACL from the device registry); otherwise it is a client of `host:port`.
 
+`cluster`: one of several gateways behind an external MQTT 5 broker (docs/SCALE-OUT.md): the
+node (gateway/cluster/node.py) says which devices this gateway owns and holds their leases; the
+link subscribes `P/D/up` only for those, drops what arrives for a device without a valid lease,
+tags each downlink with its lease and sends none without one (gateway/links/mqtt_cluster.py). Its
+client has a clean session and a Last Will that deletes its member record.
+
 Other protocols can share the link as *extensions* (gateway/links/mqtt_extension.py: the
 xiaozhi boxes' MQTT+UDP): their topics are subscribed and handed to them, and they run beside.
 With the embedded broker they get a small amqtt broker of their own on `extension_port`
@@ -32,16 +38,22 @@ from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 import paho.mqtt.client as paho
 
-from firmware_protocol import AudioChunk, Hello, Message, ProtocolError, decode, encode
+from firmware_protocol import AudioChunk, Error, Hello, Message, ProtocolError, decode, encode
 from firmware_protocol.messages import DEVICE_ID_PATTERN
 from gateway.links.mqtt_dedup import RedeliveryFilter
 from gateway.links.base import ConnectionHandler, LinkClosed, LinkServices
 from gateway.links.mqtt_broker import EmbeddedBroker
 from gateway.links.mosquitto import MosquittoBroker, MosquittoMissing
-from gateway.links.mqtt_client import AsyncPaho, stay_connected
+from gateway.links.mqtt_client import AsyncPaho, Will, stay_connected
+from gateway.links.mqtt_cluster import MqttClusterPort, lease_properties
 from gateway.links.mqtt_extension import BrokerAddress, MqttExtension
+
+if TYPE_CHECKING:
+    from gateway.cluster.node import ClusterNode
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +129,7 @@ class MqttLink:
         extensions: Sequence[MqttExtension] = (),
         broker_folder: Path | None = None,
         extension_port: int = 1884,
+        cluster: ClusterNode | None = None,
     ) -> None:
         """`embedded`: run mosquitto on host:port with its files in `broker_folder` (None: a
         temporary one), its device logins from `services.broker_logins` (the registry); the
@@ -133,6 +146,8 @@ class MqttLink:
         self.extensions = tuple(extensions)
         self.broker_folder = broker_folder
         self.extension_port = extension_port
+        self.cluster = cluster
+        self.not_leased = 0  # publishes dropped in cluster mode: their device's lease is not ours
         self._ext_client: AsyncPaho | None = None
         self.broker: MosquittoBroker | None = None  # the embedded one, while serving
         self.connections: dict[str, MqttDeviceConnection] = {}
@@ -145,8 +160,11 @@ class MqttLink:
 
     def _subscribe(self) -> None:
         assert self._client is not None
-        self._client.subscribe(f"{self.prefix}/+/up", 1)
-        self._client.subscribe(f"{self.prefix}/+/status", 1)
+        if self.cluster is not None:  # the node subscribes the status and its own devices' topics
+            self.cluster.on_connected(MqttClusterPort(self, self._client))
+        else:
+            self._client.subscribe(f"{self.prefix}/+/up", 1)
+            self._client.subscribe(f"{self.prefix}/+/status", 1)
         if self._ext_client is None:  # the extensions share this broker (an external one)
             self._subscribe_extensions(self._client)
 
@@ -162,6 +180,9 @@ class MqttLink:
             if extension.owns(msg.topic):
                 extension.on_message(msg.topic, msg.payload)
                 return
+        if self.cluster is not None and self.cluster.owns_topic(msg.topic):
+            self.cluster.on_message(msg.topic, msg.payload)
+            return
         parts = msg.topic.split("/")
         if len(parts) != 3 or parts[0] != self.prefix:
             return
@@ -172,6 +193,11 @@ class MqttLink:
         if channel == "status":
             if msg.payload == b"offline" and (conn := self.connections.get(device_id)):
                 conn.end("device went offline")
+            if self.cluster is not None and msg.payload in (b"online", b"offline"):
+                self.cluster.on_status(device_id, msg.payload == b"online")
+            return
+        if self.cluster is not None and self.cluster.lease(device_id) is None:
+            self.not_leased += 1  # another gateway serves it (or will once its lease is ours)
             return
         if self._redeliveries.is_redelivery(msg.topic, msg.payload, msg.qos, msg.dup):
             log.info("mqtt %s: dropped a QoS 1 redelivery already processed (%d so far)",
@@ -187,17 +213,39 @@ class MqttLink:
                 item = exc
         conn = self.connections.get(device_id)
         if conn is None or isinstance(item, Hello):  # a Hello always starts a new session
-            if conn is not None:
-                conn.end("a new Hello started a new session")
-            conn = self.connections[device_id] = MqttDeviceConnection(self, device_id)
-            assert self._tg is not None and self._handler is not None
-            self._tg.create_task(self._handler(conn), name=f"mqtt {device_id}")
+            conn = self._open(device_id)
         conn.deliver(item)
+
+    def _open(self, device_id: str) -> MqttDeviceConnection:
+        if (old := self.connections.get(device_id)) is not None:
+            old.end("a new Hello started a new session")
+        conn = self.connections[device_id] = MqttDeviceConnection(self, device_id)
+        assert self._tg is not None and self._handler is not None
+        self._tg.create_task(self._handler(conn), name=f"mqtt {device_id}")
+        return conn
+
+    def open_leased(self, device_id: str) -> None:
+        """Cluster mode: this gateway has just taken the device's lease. The device is asked for a
+        Hello, which opens its session here (it resends then what another gateway left unanswered)."""
+        try:
+            self.publish_down(device_id, Error(code="hello-required", text="this gateway serves you now: send Hello"))
+        except LinkClosed:  # off the broker: its next message gets hello-required from its session
+            pass
+
+    def end_session(self, device_id: str, reason: str) -> None:
+        if (conn := self.connections.get(device_id)) is not None:
+            conn.end(reason)
 
     def publish_down(self, device_id: str, message: Message) -> None:
         if self._client is None:
             raise LinkClosed("not connected to the broker")
-        self._client.publish(f"{self.prefix}/{device_id}/down", encode(message), qos_for(message))
+        props = None
+        if self.cluster is not None:  # fenced: nothing goes out without a lease surely still valid
+            epoch = self.cluster.lease(device_id)
+            if epoch is None:
+                raise LinkClosed("this gateway holds no valid lease on the device")
+            props = lease_properties(self.cluster.me, epoch)
+        self._client.publish(f"{self.prefix}/{device_id}/down", encode(message), qos_for(message), properties=props)
 
     def publish_raw(self, topic: str, payload: bytes) -> None:
         """For extensions: one QoS 0 publish (paho drops it while the broker is away)."""
@@ -238,11 +286,15 @@ class MqttLink:
                     tg.create_task(extension.serve(self.publish_raw, handler, services, ext_address,
                                                    listening), name=f"mqtt-{extension.name}")
                     await listening.wait()
+                cluster = self.cluster  # a member: a clean session, a Will deleting its member record
                 self._client = AsyncPaho(self.client_id, self._on_message, protocol=self.protocol,
-                                         username=self.username, password=self.password, persistent=True,
-                                         on_connect=self._subscribe, max_queued=self.offline_queue)
+                                         username=self.username, password=self.password, persistent=cluster is None,
+                                         on_connect=self._subscribe, max_queued=self.offline_queue,
+                                         will=Will(cluster.will_topic, b"") if cluster is not None else None)
+                if cluster is not None:
+                    tg.create_task(cluster.run(self.connected), name="cluster")
                 await stay_connected(self._client, self._broker_host(), self.port, "mqtt", ready, self.connected,
-                                     self._count_connect)
+                                     self._count_connect, cluster.leave if cluster is not None else None)
 
     def _count_connect(self) -> None:
         self.connects += 1

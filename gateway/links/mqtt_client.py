@@ -14,7 +14,7 @@ import asyncio
 import logging
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import paho.mqtt.client as paho
@@ -159,8 +159,13 @@ class AsyncPaho:
     def subscribe(self, topic: str, qos: int = 1) -> None:
         self.client.subscribe(topic, qos)
 
-    def publish(self, topic: str, payload: bytes, qos: int = 0, retain: bool = False) -> None:
-        self.client.publish(topic, payload, qos, retain)
+    def publish(self, topic: str, payload: bytes, qos: int = 0, retain: bool = False,
+                properties: Properties | None = None) -> None:
+        """`properties`: MQTT 5 publish properties (message expiry, user properties), else None."""
+        self.client.publish(topic, payload, qos, retain, properties=properties)
+
+    def unsubscribe(self, topic: str) -> None:
+        self.client.unsubscribe(topic)
 
     async def disconnect(self) -> None:
         if self.client.is_connected():
@@ -172,9 +177,12 @@ class AsyncPaho:
 
 
 async def stay_connected(client: AsyncPaho, host: str, port: int, label: str, ready: asyncio.Event | None,
-                         connected: asyncio.Event, on_connected: Callable[[], None] | None = None) -> None:
+                         connected: asyncio.Event, on_connected: Callable[[], None] | None = None,
+                         before_disconnect: Callable[[], Awaitable[None]] | None = None) -> None:
     """Connect, stay connected, reconnect with back-off, until cancelled; `ready` is set after
-    the first attempt either way (the gateway runs, the link joins when the broker is back)."""
+    the first attempt either way (the gateway runs, the link joins when the broker is back).
+    `before_disconnect` runs when cancelled while connected, before the clean disconnect (a
+    cluster member's leave: its last publishes go out before the DISCONNECT)."""
     delay = RECONNECT_FIRST_S
     while True:
         try:
@@ -195,6 +203,8 @@ async def stay_connected(client: AsyncPaho, host: str, port: int, label: str, re
         try:
             await client.disconnected.wait()
         except asyncio.CancelledError:
+            if before_disconnect is not None:
+                await before_disconnect()
             await client.disconnect()
             raise
         connected.clear()

@@ -1,0 +1,140 @@
+"""Several cluster members on one machine, for the cluster tests and `gateway bench-cluster`.
+
+A plain mosquitto on a free loopback port stands for the site's external broker; each member is
+a `gateway.cli.cluster_target` process (its own files, the shared PostgreSQL from `dsn`); the
+emulated sensor boxes (gateway/cli/cluster_box.py) and a downlink observer
+(gateway/links/mqtt_downlinks.py) run in the caller's event loop. `kill` sends a member SIGKILL
+(its socket closes: the broker fires its Will), SIGSTOP (frozen: only the heartbeat timeout and
+the lease expiry notice it) or SIGTERM (a clean leave).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from gateway.cli.cluster_box import ClusterBox
+from gateway.links.mosquitto import find_mosquitto
+from gateway.links.mqtt_downlinks import DownlinkLog
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ClusterRig:
+    def __init__(self, root: Path, dsn: str, cluster: dict[str, Any] | None = None) -> None:
+        self.root = root
+        self.dsn = dsn
+        self.cluster = cluster or {}
+        self.broker_port = 0
+        self._broker: subprocess.Popen[str] | None = None
+        self.members: dict[str, subprocess.Popen[str]] = {}
+        self.boxes: list[ClusterBox] = []
+        self._box_tasks: list[asyncio.Task[None]] = []
+        self.observer = DownlinkLog()
+
+    def start_broker(self) -> None:
+        program = find_mosquitto()
+        if program is None:
+            raise RuntimeError("needs mosquitto: sudo apt install mosquitto")
+        self.broker_port = _free_port()
+        conf = self.root / "mosquitto.conf"
+        conf.write_text(f"listener {self.broker_port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
+                        f"user {getpass.getuser()}\nlog_dest stderr\nlog_type error\nlog_type warning\n"
+                        "max_queued_messages 10000\n")
+        self._broker = subprocess.Popen([program, "-c", str(conf)], stderr=(self.root / "mosquitto.log").open("w"),
+                                        text=True)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.broker_port), 0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("mosquitto did not start listening within 10 s")
+
+    async def start_members(self, ids: list[str]) -> None:
+        """Start the members and wait until each says `ready`."""
+        for member in ids:
+            folder = self.root / member
+            folder.mkdir(exist_ok=True)
+            args = {"id": member, "broker_port": self.broker_port, "folder": str(folder), "cluster": self.cluster}
+            self.members[member] = subprocess.Popen(
+                [sys.executable, "-m", "gateway.cli.cluster_target", json.dumps(args)], text=True,
+                stdout=subprocess.PIPE, stderr=(folder / "gateway.log").open("w"),
+                env={**os.environ, "GATEWAY_PG_DSN": self.dsn})
+        for member, proc in self.members.items():
+            assert proc.stdout is not None
+            line = await asyncio.to_thread(proc.stdout.readline)
+            if line.strip() != "ready":
+                raise RuntimeError(f"member {member} did not start: {self.log(member)[-2000:]}")
+
+    def log(self, member: str) -> str:
+        return (self.root / member / "gateway.log").read_text(errors="replace")
+
+    async def start_boxes(self, count: int, every_s: float = 0.5) -> None:
+        await self.observer.connect("127.0.0.1", self.broker_port)
+        for i in range(count):
+            box = ClusterBox(f"box-{i:02d}", every_s=every_s)
+            self.boxes.append(box)
+            self._box_tasks.append(asyncio.create_task(box.run("127.0.0.1", self.broker_port), name=box.device_id))
+
+    async def wait_all_served(self, timeout: float, readings: int = 1) -> None:
+        """Until every box has `readings` more acknowledged readings than now."""
+        goal = {box.device_id: len(box.acked) + readings for box in self.boxes}
+        async with asyncio.timeout(timeout):
+            while any(len(box.acked) < goal[box.device_id] for box in self.boxes):
+                await asyncio.sleep(0.05)
+
+    def holders(self) -> dict[str, str | None]:
+        now = time.monotonic()
+        return {box.device_id: self.observer.holder_at(box.device_id, now) for box in self.boxes}
+
+    def kill(self, member: str, sig: signal.Signals) -> float:
+        """Signal a member; returns the monotonic time it was sent."""
+        at = time.monotonic()
+        self.members[member].send_signal(sig)
+        return at
+
+    async def failover(self, devices: list[str], after: float, gone: str, timeout: float) -> dict[str, float]:
+        """Seconds from `after` to each device's first Welcome from another member (waits up to
+        `timeout`; devices not served again by then are missing from the result)."""
+        found: dict[str, float] = {}
+        deadline = time.monotonic() + timeout
+        while len(found) < len(devices) and time.monotonic() < deadline:
+            for device_id in devices:
+                at = self.observer.first_welcome_after(device_id, after, gone)
+                if at is not None:
+                    found[device_id] = at - after
+            await asyncio.sleep(0.05)
+        return found
+
+    async def stop(self) -> None:
+        for task in self._box_tasks:
+            task.cancel()
+        await asyncio.gather(*self._box_tasks, return_exceptions=True)
+        await self.observer.close()
+        for proc in self.members.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.terminate()
+        for proc in self.members.values():
+            try:
+                await asyncio.to_thread(proc.wait, 15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if self._broker is not None:
+            self._broker.terminate()
+            self._broker.wait(10)

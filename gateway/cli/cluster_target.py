@@ -1,0 +1,72 @@
+"""One cluster member to run beside others: `python -m gateway.cli.cluster_target CONFIG_JSON`.
+
+What `gateway run` serves with `cluster.enabled` (default_links: the MQTT link as a member of the
+cluster, on the external broker `broker_port` on 127.0.0.1, MQTT 5, `storage: postgres` with the
+DSN from $GATEWAY_PG_DSN), on the fake voice engines so it starts in a second; no WebSocket,
+CoAP, screens or memory. CONFIG_JSON: `id` (the member id), `broker_port`, `folder` (its own
+files), optional `cluster` overrides (heartbeat_s, ...). It prints `ready` on stdout once
+connected, logs to stderr, and serves until SIGTERM (a clean leave) or SIGKILL (a crash). The
+cluster tests and `gateway bench-cluster` start three of them as separate processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from gateway.app import Gateway, default_links
+from gateway.config import parse_config
+from gateway.engines.fake import FakeAsr, FakeTts, FakeVad
+from gateway.engines.runner import EngineRunner
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def member_config(args: dict[str, Any]) -> dict[str, Any]:
+    folder = Path(args["folder"])
+    return {
+        "server": {"host": "127.0.0.1", "websocket_port": 0},
+        "mqtt": {"host": "127.0.0.1", "port": int(args["broker_port"]), "protocol": "5"},
+        "cluster": {"enabled": True, "id": args["id"], **args.get("cluster", {})},
+        "storage": "postgres",
+        "devices": {"database": str(folder / "gateway.db"), "max_readings_per_minute": 0,
+                    "max_readings_per_minute_per_peer": 0},
+        "coap": {"enabled": False}, "screens": {"enabled": False}, "xiaozhi": {"enabled": False},
+        "memory": {"enabled": False},
+    }
+
+
+async def _serve(args: dict[str, Any]) -> None:
+    cfg = parse_config(member_config(args), CHECKOUT)
+    links = [link for link in default_links(cfg) if link.name == "mqtt"]
+    gateway = Gateway(cfg, EngineRunner(FakeVad(), FakeAsr(), FakeTts()), links)
+    ready = asyncio.Event()
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    serving = asyncio.create_task(gateway.serve(ready))
+    waiting = asyncio.create_task(ready.wait())
+    await asyncio.wait([serving, waiting], return_when=asyncio.FIRST_COMPLETED)
+    if serving.done():
+        serving.result()  # raises why it could not start
+    print("ready", flush=True)
+    stopping = asyncio.create_task(stop.wait())
+    await asyncio.wait([serving, stopping], return_when=asyncio.FIRST_COMPLETED)
+    serving.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await serving
+    print("stopped", flush=True)
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
+    asyncio.run(_serve(json.loads(sys.argv[1])))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,273 @@
+"""One gateway's part in the cluster: membership, device ownership and the device leases.
+
+The MQTT link (gateway/links/mqtt_cluster.py) feeds the node what it hears on the broker (member
+records, device status, directory records) and gives it a `ClusterPort` to publish, subscribe
+and open or end device sessions. The node decides:
+
+- the live members (gateway/cluster/members.py) and, by rendezvous hashing over them, the online
+  devices this gateway owns: it subscribes `P/D/up` only for those (every gateway hears
+  `P/+/status`, a few bytes per device, not the cluster's audio);
+- for each owned device, the lease (gateway/cluster/leases.py), claimed again every
+  `CLAIM_RETRY_S` while another gateway's lease has not run out; once it holds it, the link opens
+  the device's session and asks the device for a Hello (Error `hello-required`, to which devices
+  say Hello and resend what was not answered: PROTOCOL.md "MQTT");
+- renewal every `lease_ttl_s / 3` while connected to the broker; a lease not renewed in time
+  (database down, broker lost) ends the device's session before it could have expired in the
+  database, so a gateway that cannot prove its lease stays silent;
+- a device that moved to another member, or went offline, is unsubscribed, its session ended and
+  its lease released; `leave` (a clean stop) deletes the member record and releases every lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from gateway.cluster.directory import DeviceDirectory, DeviceEntry, Served
+from gateway.cluster.leases import LeaseStoreDown, PgLeases
+from gateway.cluster.members import MemberList, MemberRecord
+from gateway.cluster.rendezvous import owner
+
+log = logging.getLogger(__name__)
+
+CLAIM_RETRY_S = 0.5  # an owned device whose lease someone else still holds: try again this often
+TICK_S = 0.2  # the node's timer
+OUTAGE_LOG_S = 10.0  # "PostgreSQL unreachable" at most once per this interval
+
+
+class ClusterPort(Protocol):
+    """What the node needs of the MQTT link (gateway/links/mqtt_cluster.py)."""
+
+    def publish(self, topic: str, payload: bytes, *, retain: bool = False, expiry_s: int | None = None) -> None: ...
+
+    def subscribe(self, topic: str) -> None: ...
+
+    def unsubscribe(self, topic: str) -> None: ...
+
+    def take_over(self, device_id: str, epoch: int) -> None:
+        """The lease is this gateway's: open the device's session and ask it for a Hello."""
+        ...
+
+    def hand_over(self, device_id: str, reason: str) -> None:
+        """The lease is gone: end the device's session without another word to it."""
+        ...
+
+
+@dataclass
+class Lease:
+    epoch: int
+    valid_until: float  # monotonic: renewed before this or silent from then on
+
+
+class ClusterNode:
+    def __init__(self, me: str, prefix: str, leases: PgLeases, *, heartbeat_s: float, member_timeout_s: float,
+                 lease_ttl_s: float, capacity: int = 0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.me = me
+        self.prefix = prefix
+        self.leases = leases
+        self.heartbeat_s = heartbeat_s
+        self.member_timeout_s = member_timeout_s
+        self.ttl_s = lease_ttl_s
+        self.margin_s = min(0.5, lease_ttl_s / 6)  # downlinks in flight when a lease runs out
+        self.members = MemberList(me, member_timeout_s, clock)
+        self.directory = DeviceDirectory()
+        self.record = MemberRecord(me, time.time(), capacity)
+        self._clock = clock
+        self.owned: set[str] = set()  # online devices this gateway owns by the member list (subscribed)
+        self.held: dict[str, Lease] = {}
+        self._tried: dict[str, float] = {}  # device -> when its lease was last claimed in vain
+        self._to_release: set[str] = set()
+        self._port: ClusterPort | None = None
+        self._wake = asyncio.Event()
+        self._outage_logged = -OUTAGE_LOG_S
+        self.takeovers = 0  # leases taken (each one a device served from then on)
+
+    # -- topics ---------------------------------------------------------------------------------
+
+    def member_topic(self, member: str) -> str:
+        return f"{self.prefix}/$cluster/members/{member}"
+
+    def up_topic(self, device_id: str) -> str:
+        return f"{self.prefix}/{device_id}/up"
+
+    @property
+    def will_topic(self) -> str:
+        """The Last Will (an empty retained message) deletes this gateway's member record."""
+        return self.member_topic(self.me)
+
+    def owns_topic(self, topic: str) -> bool:
+        return topic.startswith(f"{self.prefix}/$cluster/")
+
+    # -- what the link hears (on the event loop) -------------------------------------------------
+
+    def on_connected(self, port: ClusterPort) -> None:
+        """(Re)connected to the broker with a clean session: subscribe everything again."""
+        self._port = port
+        port.subscribe(f"{self.prefix}/$cluster/members/+")
+        port.subscribe(f"{self.prefix}/$cluster/devices/+")
+        port.subscribe(f"{self.prefix}/+/status")
+        for device_id in sorted(self.owned):
+            port.subscribe(self.up_topic(device_id))
+        self._heartbeat()
+        self._wake.set()
+
+    def on_disconnected(self) -> None:
+        self._port = None
+
+    def on_message(self, topic: str, payload: bytes) -> None:
+        parts = topic.split("/")
+        if len(parts) != 4:
+            return
+        kind, name = parts[2], parts[3]
+        if kind == "members":
+            if (change := self.members.heard(name, payload)) is not None:
+                log.info("cluster %s: member %s %s (members: %s)", self.me, name, change, ", ".join(self.members.live()))
+                self._recompute()
+        elif kind == "devices":
+            self.directory.heard(name, payload)
+
+    def on_status(self, device_id: str, online: bool) -> None:
+        self.directory.status(device_id, online)
+        self._recompute()
+
+    # -- what the link asks -----------------------------------------------------------------------
+
+    def lease(self, device_id: str) -> int | None:
+        """The epoch of this gateway's lease on the device, while it is surely valid; else None."""
+        lease = self.held.get(device_id)
+        if lease is None or lease.valid_until <= self._clock():
+            return None
+        return lease.epoch
+
+    def devices(self) -> list[DeviceEntry]:
+        """Every device the cluster knows and which live member serves it."""
+        return self.directory.entries(self.members.live())
+
+    # -- decisions --------------------------------------------------------------------------------
+
+    def _recompute(self) -> None:
+        live = self.members.live()
+        owned = {d for d in self.directory.online() if owner(d, live) == self.me}
+        for device_id in sorted(owned - self.owned):
+            if self._port is not None:
+                self._port.subscribe(self.up_topic(device_id))
+        for device_id in sorted(self.owned - owned):
+            if self._port is not None:
+                self._port.unsubscribe(self.up_topic(device_id))
+            self._tried.pop(device_id, None)
+            if self.held.pop(device_id, None) is not None:
+                self._to_release.add(device_id)
+                self._hand_over(device_id, "another gateway owns it now" if device_id in self.directory.online()
+                                else "it went offline")
+        self.owned = owned
+        self._wake.set()
+
+    def _hand_over(self, device_id: str, reason: str) -> None:
+        if self._port is not None:
+            self._port.hand_over(device_id, reason)
+
+    def _heartbeat(self) -> None:
+        if self._port is not None:  # MQTT 5 message expiry: a dead member's record does not outlive it
+            self._port.publish(self.member_topic(self.me), self.record.encode(), retain=True,
+                               expiry_s=max(1, round(self.member_timeout_s)))
+
+    def _store_down(self, exc: LeaseStoreDown) -> None:
+        now = self._clock()
+        if now - self._outage_logged >= OUTAGE_LOG_S:
+            self._outage_logged = now
+            log.warning("cluster %s: PostgreSQL unreachable for the device leases (%s); devices whose "
+                        "lease runs out are not answered until it is back", self.me, exc)
+
+    async def run(self, connected: asyncio.Event) -> None:
+        """The timer: heartbeats, member expiry, claims, renewals, releases. Until cancelled."""
+        now = self._clock()
+        next_beat, next_renew = now, now + self.ttl_s / 3
+        while True:
+            now = self._clock()
+            if connected.is_set() and now >= next_beat:
+                self._heartbeat()
+                next_beat = now + self.heartbeat_s
+            for member in self.members.expire():
+                log.info("cluster %s: member %s gone: no heartbeat for %.0f s (members: %s)", self.me, member,
+                         self.member_timeout_s, ", ".join(self.members.live()))
+                self._recompute()
+            for device_id, lease in list(self.held.items()):
+                if lease.valid_until <= now:
+                    del self.held[device_id]
+                    log.warning("cluster %s: lease on %s not renewed in time: its session ends", self.me, device_id)
+                    self._hand_over(device_id, "its lease was not renewed in time")
+            try:
+                await self._release()
+                if connected.is_set():
+                    if now >= next_renew:
+                        next_renew = now + self.ttl_s / 3
+                        await self._renew()
+                    await self._claim()
+            except LeaseStoreDown as exc:
+                self._store_down(exc)
+            self._wake.clear()
+            try:
+                async with asyncio.timeout(TICK_S):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass
+
+    async def _release(self) -> None:
+        if self._to_release:
+            devices = sorted(self._to_release - set(self.held))
+            self._to_release.clear()
+            await self.leases.release(devices)
+
+    async def _renew(self) -> None:
+        started = self._clock()
+        renewed = await self.leases.renew(sorted(self.held))
+        for device_id, lease in list(self.held.items()):
+            if renewed.get(device_id) == lease.epoch:
+                lease.valid_until = started + self.ttl_s - self.margin_s
+            elif self.held.get(device_id) is lease and device_id not in renewed:
+                del self.held[device_id]
+                log.warning("cluster %s: lost the lease on %s: its session ends", self.me, device_id)
+                self._hand_over(device_id, "its lease was lost")
+
+    async def _claim(self) -> None:
+        now = self._clock()
+        wanted = sorted(d for d in self.owned
+                        if d not in self.held and now - self._tried.get(d, -CLAIM_RETRY_S) >= CLAIM_RETRY_S)
+        if not wanted:
+            return
+        started = self._clock()
+        granted = await self.leases.claim(wanted)
+        for device_id in wanted:
+            epoch = granted.get(device_id)
+            if epoch is None:
+                self._tried[device_id] = started
+                continue
+            if device_id not in self.owned:  # moved away while the claim ran
+                self._to_release.add(device_id)
+                continue
+            self._tried.pop(device_id, None)
+            self.held[device_id] = Lease(epoch, started + self.ttl_s - self.margin_s)
+            self.takeovers += 1
+            log.info("cluster %s: took the lease on %s (epoch %d)", self.me, device_id, epoch)
+            if self._port is not None:
+                self._port.publish(f"{self.prefix}/$cluster/devices/{device_id}",
+                                   Served(self.me, epoch, time.time()).encode(), retain=True)
+                self._port.take_over(device_id, epoch)
+
+    async def leave(self) -> None:
+        """A clean stop: the member record deleted and every lease released at once."""
+        if self._port is not None:
+            self._port.publish(self.member_topic(self.me), b"", retain=True)
+        held, self.held = sorted(self.held), {}
+        try:
+            await self.leases.release(held)
+        except LeaseStoreDown as exc:
+            log.warning("cluster %s: could not release %d leases (%s): they run out within %.0f s",
+                        self.me, len(held), exc, self.ttl_s)
+        else:
+            log.info("cluster %s: left the cluster, %d leases released", self.me, len(held))
+        await self.leases.close()
