@@ -110,7 +110,8 @@ class Gateway:
         # What each link may take when served: the LAN screens follow the bus, the embedded MQTT
         # broker checks device logins against the registry, xiaozhi boxes enrol through it.
         self.log_tail = LogTail()  # the console's health page shows the last log lines (attached by serve)
-        console = build_console(self.cfg, self.db, self.registry, self.memory, self.log_tail, self.people)
+        console = self.console = build_console(self.cfg, self.db, self.registry, self.memory, self.log_tail, self.people,
+                                               self.bus)
         self.link_services = LinkServices(bus=self.bus, check_credentials=self.auth.check_credentials,
                                           broker_logins=self.auth.broker_logins,
                                           serve_authenticated=self._handle_authenticated,
@@ -153,6 +154,8 @@ class Gateway:
                     tg.create_task(self.mcp_clients.run(), name="mcp-clients")
                 if self.retention is not None:
                     tg.create_task(self.retention.run(), name="readings-retention")
+                if self.console is not None:  # the Talk page's live log of the turns
+                    tg.create_task(self.console.run(), name="console")
                 for link, event in zip(self.links, events):
                     tg.create_task(self._serve_link(link, event), name=f"link-{link.name}")
                 await asyncio.gather(*(e.wait() for e in events))

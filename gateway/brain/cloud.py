@@ -18,6 +18,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
+from dataclasses import replace
 from typing import Any
 
 from gateway.brain.fallback import ProvidersFailed, ask_providers, tool_messages
@@ -80,11 +81,13 @@ class CloudBrain(Brain):
         if self.memory is not None and reply:
             self.memory.keep_turn(utterance, reply, device_id)
 
-    async def _local_answer(self, utterance: str, ctx: BrainContext) -> str | None:
+    async def _local_answer(self, utterance: str, ctx: BrainContext) -> tuple[str, str] | None:
+        """The local answer and its source ("memory", "local"), or None (no intent, no memory)."""
         if self.memory is not None:  # llm_first: the introduction is remembered when the turn ends
-            text = await self.memory.answer(utterance, ctx, capture=self.route == "local_first")
-            return None if text == self.local.fallback else text
-        return self.local.try_answer(utterance, ctx)
+            text, source = await self.memory.answered(utterance, ctx, capture=self.route == "local_first")
+            return None if text == self.local.fallback else (text, source)
+        text = self.local.try_answer(utterance, ctx)
+        return None if text is None else (text, "local")
 
     async def _messages(self, utterance: str, device_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """The request's messages, and the prestart exchanges to keep in the history."""
@@ -122,7 +125,7 @@ class CloudBrain(Brain):
             async with aclosing(ask_providers(self.providers, messages, self.tools, ctx.device_id,
                                               clauses=self.clauses, exchanges=exchanges)) as sentences:
                 async for sentence in sentences:
-                    yield sentence
+                    yield replace(sentence, source="llm")
             return
         except ProvidersFailed as exc:
             failure = exc
@@ -130,13 +133,13 @@ class CloudBrain(Brain):
             self.history(ctx.device_id).add_tools(turn, exchanges)
         if failure.spoke:
             log.warning("brain: the reply to %s was cut (%s); it ends locally", ctx.device_id, failure.reason)
-            text = self.interrupted_reply
+            text, source = self.interrupted_reply, "local"
         else:
             log.warning("brain: every provider failed for %s (%s); answering locally", ctx.device_id,
                         failure.reason)
-            text = (await self._local_answer(utterance, ctx) if self.route == "llm_first" else None) \
-                or self.local.fallback
-        for sentence in sentences_of(text):
+            text, source = (await self._local_answer(utterance, ctx) if self.route == "llm_first" else None) \
+                or (self.local.fallback, "local")
+        for sentence in sentences_of(text, source):
             yield sentence
 
 
@@ -171,7 +174,7 @@ class CloudSession(BrainSession):
         if ctx.reports_playback:
             self._unplayed = turn
         said: list[str] = []
-        sentences = (_iterate(sentences_of(local)) if local is not None
+        sentences = (_iterate(sentences_of(*local)) if local is not None
                      else brain._ask_llm(messages, turn, utterance, ctx))
         try:
             async with aclosing(sentences):  # closing the reply closes the LLM request at once

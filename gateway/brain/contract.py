@@ -58,20 +58,24 @@ NO_HINTS = Hints()
 class Sentence:
     """A reply sentence: `speech` is what TTS says (and the history and memory keep), `display` what
     screens and ReplyText show (emoji and URLs kept; defaults to the speech), `hints` drive the
-    expression packets. `speech` may be empty: nothing in the piece can be spoken."""
+    expression packets. `speech` may be empty: nothing in the piece can be spoken. `source` names
+    the brain that made it: "local" (the reply table or the fallback), "memory" (an answer from the
+    memory: a name, a reading, a remembered fact) or "llm" (an LLM provider); "" when unknown. The
+    turn's metrics (`TurnMetrics.brain`) take the first sentence's."""
 
     speech: str
     display: str = ""
     hints: Hints = NO_HINTS
+    source: str = ""
 
     def __post_init__(self) -> None:
         if not self.display:
             object.__setattr__(self, "display", self.speech)
 
 
-def sentences_of(text: str) -> list[Sentence]:
+def sentences_of(text: str, source: str = "") -> list[Sentence]:
     """A whole plain text (a reply-table answer, an announcement) as its sentences, without hints."""
-    return [Sentence(s) for s in split_sentences(text)]
+    return [Sentence(s, source=source) for s in split_sentences(text)]
 
 
 class BrainSession(ABC):

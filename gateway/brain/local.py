@@ -72,5 +72,5 @@ class LocalSession(BrainSession):
 
     async def reply(self, utterance: str, ctx: BrainContext) -> AsyncIterator[Sentence]:
         """The answer, one sentence at a time (see `BrainSession.reply`)."""
-        for sentence in sentences_of(self._brain.answer(utterance, ctx)):
+        for sentence in sentences_of(self._brain.answer(utterance, ctx), "local"):
             yield sentence

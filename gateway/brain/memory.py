@@ -122,26 +122,31 @@ class MemoryBrain(Brain):
     async def answer(self, utterance: str, ctx: BrainContext, *, capture: bool = True) -> str:
         """The whole reply text, using the memory of the device's user. `capture=False`: without the
         write side (an introduction is not remembered; the caller does it with `capture_later`)."""
+        return (await self.answered(utterance, ctx, capture=capture))[0]
+
+    async def answered(self, utterance: str, ctx: BrainContext, *, capture: bool = True) -> tuple[str, str]:
+        """`answer` and who gave it: "memory" (the memory was used) or "local" (the reply table, the
+        fallback)."""
         user = self.memory.user_for(ctx.device_id)
         if m := _INTRODUCE.search(utterance):
             name = _name_of(m)
             if capture:
                 await self._remember_name(name, ctx.device_id)
-            return self.local.try_answer(utterance, ctx) or f"Nice to meet you, {name}. I will remember that."
+            return self.local.try_answer(utterance, ctx) or f"Nice to meet you, {name}. I will remember that.", "memory"
         if _ASK_NAME.search(utterance):
             facts = await self.memory.recent(user, 1, all_of=["profile:name"])
             if facts:
-                return f"Your name is {facts[0].content.removeprefix('The user').split(' is ', 1)[1].rstrip('.')}."
-            return "You have not told me your name yet. Say: my name is, and then your name."
+                return f"Your name is {facts[0].content.removeprefix('The user').split(' is ', 1)[1].rstrip('.')}.", "memory"
+            return "You have not told me your name yet. Say: my name is, and then your name.", "memory"
         if _ASK_READING.search(utterance):
-            return await self._reading_answer(user, utterance, ctx.now)
+            return await self._reading_answer(user, utterance, ctx.now), "memory"
         if (table := self.local.try_answer(utterance, ctx)) is not None:
-            return table
+            return table, "local"
         hits = await self.memory.search(user, utterance, 3, weights=self.memory.conversation_weights)
         facts = [h for h in hits if h.node.type != "conversation" and h.relevance >= RECALL_MIN_RELEVANCE]
         if facts:
-            return f"I remember: {facts[0].node.content.rstrip('.')}."
-        return self.local.fallback
+            return f"I remember: {facts[0].node.content.rstrip('.')}.", "memory"
+        return self.local.fallback, "local"
 
     async def _reading_answer(self, user: str, utterance: str, now: datetime) -> str:
         window = _window(utterance, now)
@@ -176,16 +181,16 @@ class MemorySession(BrainSession):
 
     async def reply(self, utterance: str, ctx: BrainContext) -> AsyncIterator[Sentence]:
         if not ctx.reports_playback:  # nothing will withdraw it: written at once, as before
-            text = await self._brain.answer(utterance, ctx)
+            text, source = await self._brain.answered(utterance, ctx)
             self._brain.keep_turn(utterance, text, self._device_id)
-            for sentence in sentences_of(text):
+            for sentence in sentences_of(text, source):
                 yield sentence
             return
         self._withdrawn = False
-        text = await self._brain.answer(utterance, ctx, capture=False)
+        text, source = await self._brain.answered(utterance, ctx, capture=False)
         self._unplayed = utterance
         try:
-            for sentence in sentences_of(text):
+            for sentence in sentences_of(text, source):
                 yield sentence
         finally:
             if not self._withdrawn:

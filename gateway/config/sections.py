@@ -284,6 +284,7 @@ class ConsoleConfig(_Section):
     enabled: bool = True
     password_file: Path = Path("data/console-password")  # the admin password, scrypt-hashed
     session_hours: float = Field(12, gt=0, le=720)
+    talk_turns: int = Field(20, ge=1, le=200)  # turns per device kept in memory for the Talk page, audio included
     max_failed_logins: int = Field(5, ge=1, le=100)  # per peer address, then locked out (doubling)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 
+from gateway.bus import EventBus
 from gateway.config import GatewayConfig
 from gateway.console.api_actions import ActionsApi
 from gateway.console.api_devices import DeviceSettings, DevicesApi
@@ -12,10 +13,12 @@ from gateway.console.api_memory import MemoryApi
 from gateway.console.api_profile import ProfileApi
 from gateway.console.api_readings import ReadingsApi
 from gateway.console.api_replies import RepliesApi
+from gateway.console.api_talk import TalkApi
 from gateway.console.api_rules import RulesApi
 from gateway.console.log_tail import LogTail
 from gateway.console.password import PasswordFile
 from gateway.console.server import ConsoleServer
+from gateway.console.talk_log import TalkLog
 from gateway.console.sessions import Sessions, store_beside
 from gateway.console.throttle import LoginThrottle
 from gateway.devices.database import Database
@@ -42,10 +45,11 @@ def _ports(cfg: GatewayConfig) -> list[Port]:
 
 
 def build_console(cfg: GatewayConfig, db: Database, registry: SessionRegistry, memory: MemoryService | None,
-                  log_tail: LogTail, people: DevicePeople) -> ConsoleServer | None:
+                  log_tail: LogTail, people: DevicePeople, bus: EventBus) -> ConsoleServer | None:
     """The console (None when console.enabled or screens.enabled is off). Until an admin password
     is set (`gateway console password`, or `gateway run` makes one) every login is refused.
-    `people`: the gateway's live device -> person mapping, which the Devices page changes."""
+    `people`: the gateway's live device -> person mapping, which the Devices page changes. `bus`:
+    the turn events the Talk page shows live (read by the console's `run`, Gateway.serve runs it)."""
     c = cfg.console
     if not c.enabled or not cfg.screens.enabled:
         return None
@@ -65,5 +69,7 @@ def build_console(cfg: GatewayConfig, db: Database, registry: SessionRegistry, m
               **HealthApi(registry, _ports(cfg), models, log_tail, partial(checks_without_engines, cfg)).routes(), **MemoryApi(memory, people).routes(),
               **RulesApi(RuleBook(memory) if memory is not None else None).routes(), **ProfileApi(memory).routes(),
               **RepliesApi(cfg.path(cfg.brain.replies)).routes(), **ActionsApi(cfg.path(cfg.expression.action_rules)).routes()}
+    talk = TalkApi(talk_log := TalkLog(person_of, c.talk_turns))
+    routes |= talk.routes()
     return ConsoleServer(password, Sessions(c.session_hours * 3600, store=store_beside(password.path)), LoginThrottle(c.max_failed_logins), routes,
-                         tls_available=cfg.screens.tls)
+                         tls_available=cfg.screens.tls, live=talk.live, background=[partial(talk_log.consume, bus)])

@@ -23,6 +23,7 @@ class FileAnswer:
     content_type: str
     body: bytes
     filename: str
+    inline: bool = False  # shown or played in the page (the reply audio), not downloaded
 
 
 class ApiError(Exception):

@@ -6,11 +6,13 @@
     POST /console/api/login      {"password"} -> a session cookie and {"csrf"}; throttled per peer
     POST /console/api/logout
     GET  /console/api/session    {"csrf", "expires_at"}
+    WS   /console/api/live       the live conversation updates (gateway/console/api_talk.py)
     *    /console/api/...        the API routes (api_*.py); 401 without a session
 
 Every write (any method but GET) must come from the console's own origin (`Origin` equal to the
 scheme and `Host` it was asked on), be JSON, and carry the session's CSRF token in `X-CSRF-Token`;
-otherwise 403 and a log line naming the peer. The session cookie is HttpOnly, SameSite=Strict and,
+otherwise 403 and a log line naming the peer. The live WebSocket is refused before its handshake
+without a session (401) or from another origin (403), and closed (4401) once its session ends. The session cookie is HttpOnly, SameSite=Strict and,
 over https, Secure. When the screen server offers https (`tls_available`), another machine must
 use it: its plain-http pages are redirected (gateway/links/web.py) and its writes refused here. Answers carry a strict Content-Security-Policy (no inline script, nothing from
 elsewhere) and may not be framed.
@@ -23,8 +25,9 @@ import ipaddress
 import json
 import logging
 import os
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from gateway.console.password import PasswordError, PasswordFile
@@ -33,7 +36,15 @@ from gateway.console.sessions import Session, Sessions, cookie_header, cookie_to
 from gateway.console.throttle import LoginThrottle
 from gateway.links.http_front import HttpReply, HttpRequest
 
+if TYPE_CHECKING:
+    from gateway.links.web import TextSocket
+
 log = logging.getLogger(__name__)
+
+# serves one accepted live socket: (the socket, "is its session still alive?", the peer for the log)
+LiveHandler = Callable[["TextSocket", Callable[[], bool], str], Awaitable[None]]
+LIVE = "api/live"
+SESSION_ENDED = 4401
 
 STATIC = Path(__file__).parent / "static"
 PUBLIC = {"login.js": "text/javascript", "console.css": "text/css"}
@@ -59,7 +70,10 @@ class ConsoleServer:
     prefix = "/console"
 
     def __init__(self, password: PasswordFile, sessions: Sessions, throttle: LoginThrottle, routes: Routes,
-                 *, tls_available: bool) -> None:
+                 *, tls_available: bool, live: LiveHandler | None = None,
+                 background: Sequence[Callable[[], Awaitable[None]]] = ()) -> None:
+        self._live = live
+        self._background = tuple(background)  # run by `run` (the live conversation log's bus reader)
         self._password = password
         self._sessions = sessions
         self._throttle = throttle
@@ -109,6 +123,49 @@ class ConsoleServer:
         if rest.startswith("api/"):
             return await self._api(request, rest[4:], peer)
         return _json(404, {"error": "not-found", "message": f"nothing at {request.path}"})
+
+    def api_routes(self) -> list[tuple[str, str]]:
+        """Every (method, path below /console/api/) the API answers (for the security tests)."""
+        return sorted(self._routes)
+
+    async def run(self) -> None:
+        """The console's background work (Gateway.serve runs it once, whatever serves the pages)."""
+        async with asyncio.TaskGroup() as tg:
+            for work in self._background:
+                tg.create_task(work())
+
+    async def upgrade(self, request: HttpRequest) -> HttpReply | None:
+        """The live WebSocket: accepted (None) with a session from the console's own origin."""
+        peer = f"console {request.remote[0]}:{request.remote[1]}"
+        rest = request.path[len(self.prefix):].lstrip("/")
+        if self._sessions.get(cookie_token(request.headers.get("Cookie")), self._stored()) is None:
+            log.warning("%s: WebSocket /console/%s refused: no session", peer, rest)
+            return _json(401, {"error": "login-needed", "message": "log in first (POST /console/api/login)"})
+        if rest != LIVE or self._live is None:
+            return _json(404, {"error": "not-found", "message": f"no WebSocket at {request.path}"})
+        origin = request.headers.get("Origin")
+        expected = f"{'https' if request.secure else 'http'}://{request.headers.get('Host', '')}"
+        if self._tls_available and not request.secure and not _loopback(request.remote[0]):
+            refused = "plain http from another machine: use the https address"
+        elif origin != expected:
+            refused = f"cross-site WebSocket from {origin!r} (expected {expected!r})"
+        else:
+            return None
+        log.warning("%s: WebSocket /console/%s refused: %s", peer, rest, refused)
+        return _json(403, {"error": "forbidden", "message": refused})
+
+    async def socket(self, sock: TextSocket) -> None:
+        peer = f"console {sock.remote[0]}:{sock.remote[1]}"
+        token = cookie_token(sock.headers.get("Cookie"))
+
+        def alive() -> bool:
+            return self._sessions.get(token, self._stored()) is not None
+
+        if self._live is None or not alive():  # (`upgrade` let it in a moment ago)
+            await sock.close(SESSION_ENDED, "log in first")
+            return
+        log.info("%s: live updates", peer)
+        await self._live(sock, alive, peer)
 
     def _origin_refusal(self, request: HttpRequest) -> str | None:
         origin = request.headers.get("Origin")
@@ -188,6 +245,6 @@ class ConsoleServer:
             log.exception("%s: %s /console/api/%s failed", peer, request.method, path)
             return _json(500, {"error": "internal", "message": f"{type(exc).__name__}: {exc}"})
         if isinstance(answer, FileAnswer):
-            disposition = ("Content-Disposition", f'attachment; filename="{answer.filename}"')
+            disposition = ("Content-Disposition", f'{"inline" if answer.inline else "attachment"}; filename="{answer.filename}"')
             return HttpReply(200, answer.body, answer.content_type, SECURITY + (disposition,))
         return _json(200, answer)

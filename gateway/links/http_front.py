@@ -17,10 +17,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from websockets.asyncio.server import ServerConnection
 from websockets.datastructures import Headers
+
+if TYPE_CHECKING:
+    from gateway.links.web import TextSocket
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +67,15 @@ class HttpMount(Protocol):
     prefix: str  # e.g. "/console": it owns the prefix and everything below "/console/"
 
     async def http(self, request: HttpRequest) -> HttpReply: ...
+
+    async def upgrade(self, request: HttpRequest) -> HttpReply | None:
+        """A WebSocket upgrade asked under the prefix: None accepts it (then `socket` serves it),
+        a reply refuses it (401, 403, 404...) before the handshake."""
+        ...
+
+    async def socket(self, sock: TextSocket) -> None:
+        """Serve an accepted WebSocket (JSON text frames) until it closes."""
+        ...
 
 
 class HttpFrontConnection(ServerConnection):

@@ -6,7 +6,9 @@ upgrade on `ws_path` is handed to `on_socket` as a `TextSocket` (JSON text frame
 device link), so a page served here reaches the gateway on its own origin (also over TLS, which
 browsers require for the microphone on a LAN address). A `mount` (the console) answers every
 method under its path prefix with the request's headers and body (other methods than GET through
-gateway/links/http_front.py). Everything else is 404. Used by `gateway.screens`.
+gateway/links/http_front.py), and the WebSocket upgrades under it (`upgrade` decides from the
+request's headers, before the handshake; `socket` serves it). Everything else is 404. Used by
+`gateway.screens`.
 
 With `tls` the port speaks https and http (gateway/links/tls_or_plain.py): a browser on another
 machine asking for one of the `pages` over plain http is redirected (301) to the same URL on
@@ -48,9 +50,11 @@ class TextSocket:
 
     def __init__(self, ws: ServerConnection, query: dict[str, str]) -> None:
         host, port = ws.remote_address[:2]
+        self.remote = (host, port)
         self.peer = f"screen {host}:{port}"
         self.query = query
-        self.host = ws.request.headers.get("Host", "") if ws.request else ""  # as the screen reached us
+        self.headers = ws.request.headers if ws.request else Headers()  # of the upgrade request
+        self.host = self.headers.get("Host", "")  # as the screen reached us
         self.secure = is_secure(ws)  # over TLS: its audio URLs are https too
         self._ws = ws
 
@@ -110,8 +114,15 @@ class WebServer:
             if self._tls is not None and not is_secure(conn) and not _is_loopback(conn.remote_address[0]):
                 return self._redirect(conn, request, path)  # the console's password only over https on the LAN
             raw_query = request.path.partition("?")[2]
-            reply = await mount.http(HttpRequest("GET", path, request.headers, b"", conn.local_address[:2],
-                                                 conn.remote_address[:2], raw_query, is_secure(conn)))
+            asked = HttpRequest("GET", path, request.headers, b"", conn.local_address[:2], conn.remote_address[:2],
+                                raw_query, is_secure(conn))
+            if request.headers.get("Upgrade", "").lower() == "websocket":
+                refused = await mount.upgrade(asked)
+                if refused is None:
+                    return None  # go on with the WebSocket handshake: `mount.socket` serves it
+                reply = refused
+            else:
+                reply = await mount.http(asked)
             headers = Headers([("Content-Type", reply.content_type), ("Content-Length", str(len(reply.body))),
                                ("Cache-Control", "no-store"), *reply.headers])
             return Response(reply.status, HTTPStatus(reply.status).phrase, headers, reply.body)
@@ -140,6 +151,8 @@ class WebServer:
                 await devices(WebSocketConnection(ws, self._max))
             elif path == self.ws_path:
                 await self._on_socket(TextSocket(ws, query))
+            elif mount is not None and _owns(mount, path):  # accepted by `mount.upgrade`
+                await mount.socket(TextSocket(ws, query))
 
         other = functools.partial(HttpFrontConnection, http_handler=functools.partial(self._other_method, mount=mount))
         make = other if mount is not None else ServerConnection

@@ -44,6 +44,7 @@ class TurnMetrics:
     transcript: str = ""
     reply: str = ""
     barged_in: bool = False
+    brain: str = ""  # who answered: the first sentence's source ("local", "memory", "llm"; "" none)
 
 
 @dataclass(frozen=True)

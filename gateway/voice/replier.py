@@ -158,7 +158,7 @@ class Replier:
             sentences = self._brain.reply(text, BrainContext(self._device_id, datetime.now().astimezone(),
                                                              reports_playback=True))
         first: list[float] = []
-        await self._speaker.speak(_mark_first(sentences, first), play)
+        await self._speaker.speak(_mark_first(sentences, first, m), play)
         if first and reply is not None and reply.started is not None and reply.first_at is not None:
             brain_started, first[:1] = reply.started, [reply.first_at]
         if first:
@@ -178,8 +178,10 @@ class Replier:
         await self._events.publish(TurnFinished(self._device_id, m))
 
 
-async def _mark_first(sentences: AsyncIterator[Sentence], first: list[float]) -> AsyncIterator[Sentence]:
+async def _mark_first(sentences: AsyncIterator[Sentence], first: list[float], m: TurnMetrics) -> AsyncIterator[Sentence]:
+    """The sentences; the first one's time goes to `first` and its source (the brain) to the metrics."""
     async for s in sentences:
         if not first:
             first.append(time.monotonic())
+            m.brain = s.source
         yield s

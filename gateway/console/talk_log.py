@@ -1,0 +1,192 @@
+"""The console's live conversation log: the recent turns of each device, as the bus tells them.
+
+It follows one turn's events (gateway/voice/events.py) per device: `Transcribed` opens the turn
+(what was said), each `SentenceExpressed` adds its sentence's audio (what the TTS made for the
+device), `ReplyEnded` / `TurnFailed` give the reply shown, `TurnFinished` its metrics (the latency
+from the end of speech to the first reply audio, and which brain answered). Every change of a
+turn is offered to the live listeners (the console's WebSocket, gateway/console/api_talk.py).
+
+Bounded, in memory only: the last `per_device` turns of each device (of at most MAX_DEVICES
+devices, the least recently heard forgotten first), each reply's audio at most MAX_REPLY_S
+seconds, all audio together at most MAX_AUDIO_BYTES (the oldest turns lose their audio first).
+A listener that does not keep up loses its oldest updates (counted and logged), never slows a
+device. The memory keeps the conversation itself (transcript and reply) for good.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import secrets
+import time
+import wave
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.bus import EventBus
+from gateway.expression.service import SentenceExpressed
+from gateway.voice.events import ReplyEnded, Transcribed, TurnFailed, TurnFinished
+
+log = logging.getLogger(__name__)
+
+MAX_DEVICES = 256
+MAX_REPLY_S = 60.0
+MAX_AUDIO_BYTES = 48 * 1024 * 1024
+LISTENER_QUEUE = 64
+
+
+@dataclass(eq=False)
+class TalkTurn:
+    id: str
+    device_id: str
+    person: str
+    ts: float  # when the transcript was there (unix time)
+    said: str
+    answered: str = ""
+    latency_ms: float | None = None  # end of speech -> first reply audio (None: no audio played)
+    brain: str = ""  # "local", "memory", "llm" ("" when nothing answered)
+    aborted: bool = False  # barged in
+    failed: str = ""  # the error code of a failed reply
+    done: bool = False  # TurnFinished was seen
+    rate: int = 0  # the reply audio's sample rate
+    pcm: bytearray = field(default_factory=bytearray)  # int16 mono, the reply's sentences in order
+
+    @property
+    def audio_seconds(self) -> float:
+        return len(self.pcm) / 2 / self.rate if self.rate else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        audio = self.done and bool(self.pcm)
+        return {"id": self.id, "device_id": self.device_id, "person": self.person, "ts": self.ts, "said": self.said,
+                "answered": self.answered, "latency_ms": None if self.latency_ms is None else round(self.latency_ms),
+                "brain": self.brain, "aborted": self.aborted, "failed": self.failed, "done": self.done,
+                "audio_seconds": round(self.audio_seconds, 2) if audio else 0,
+                "audio": f"talk/audio?id={self.id}" if audio else None}
+
+    def wav(self) -> bytes:
+        out = io.BytesIO()
+        with wave.open(out, "wb") as w:
+            w.setnchannels(1)
+            w.setsampwidth(2)
+            w.setframerate(self.rate)
+            w.writeframes(bytes(self.pcm))
+        return out.getvalue()
+
+
+class TalkLog:
+    def __init__(self, person_of: Callable[[str], str], per_device: int, clock: Callable[[], float] = time.time) -> None:
+        self._person_of = person_of
+        self._per_device = per_device
+        self._clock = clock
+        self._devices: OrderedDict[str, deque[TalkTurn]] = OrderedDict()  # least recently heard first
+        self._by_id: dict[str, TalkTurn] = {}
+        self._open: dict[str, TalkTurn] = {}  # device -> the turn being answered
+        self._audio_bytes = 0
+        self._listeners: set[asyncio.Queue[dict[str, Any]]] = set()
+
+    # ---- what the console asks ----
+    def recent(self, person: str = "", device: str = "", n: int = 50) -> list[TalkTurn]:
+        """The newest turns first, of one person and/or device (else everyone's)."""
+        turns = [t for ts in self._devices.values() for t in ts
+                 if (not device or t.device_id == device) and (not person or t.person == person)]
+        return sorted(turns, key=lambda t: t.ts, reverse=True)[:n]
+
+    def turn(self, turn_id: str) -> TalkTurn | None:
+        return self._by_id.get(turn_id)
+
+    @contextmanager
+    def listen(self) -> Iterator[asyncio.Queue[dict[str, Any]]]:
+        """A queue of every turn update (`TalkTurn.as_dict()`) while inside the block."""
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(LISTENER_QUEUE)
+        self._listeners.add(queue)
+        try:
+            yield queue
+        finally:
+            self._listeners.discard(queue)
+
+    # ---- what the bus tells ----
+    async def consume(self, bus: EventBus) -> None:
+        sub = bus.subscribe(Transcribed, SentenceExpressed, ReplyEnded, TurnFailed, TurnFinished, name="console-talk")
+        try:
+            async for event in sub:
+                self.on_event(event)
+        finally:
+            sub.close()
+
+    def on_event(self, event: object) -> None:
+        if isinstance(event, Transcribed):
+            if event.text:
+                self._start(event.device_id, event.text)
+            return
+        if not isinstance(event, (SentenceExpressed, ReplyEnded, TurnFailed, TurnFinished)):
+            return
+        turn = self._open.get(event.device_id)
+        if turn is None:
+            return  # an announcement, or a turn that began before the console listened
+        if isinstance(event, SentenceExpressed):
+            self._add_audio(turn, event.pcm, event.sample_rate)
+        elif isinstance(event, ReplyEnded):
+            turn.answered, turn.aborted = event.display, event.aborted
+        elif isinstance(event, TurnFailed):
+            turn.failed, turn.answered = event.code, turn.answered or event.text
+        elif isinstance(event, TurnFinished):
+            m = event.metrics
+            turn.latency_ms = m.endpoint_to_first_audio_ms if m.endpoint_to_first_audio_ms > 0 else None
+            turn.brain = m.brain
+            turn.aborted = turn.aborted or m.barged_in
+            turn.answered = turn.answered or m.reply
+            turn.done = True
+            del self._open[turn.device_id]
+            self._offer(turn)
+
+    def _start(self, device_id: str, said: str) -> None:
+        if (previous := self._open.pop(device_id, None)) is not None:  # its end was never told
+            previous.done = True
+            self._offer(previous)
+        turn = TalkTurn(secrets.token_urlsafe(12), device_id, self._person_of(device_id), self._clock(), said)
+        turns = self._devices.pop(device_id, None) or deque()
+        self._devices[device_id] = turns  # the most recently heard last
+        if len(turns) >= self._per_device:
+            self._forget(turns.popleft())
+        turns.append(turn)
+        self._by_id[turn.id] = turn
+        self._open[device_id] = turn
+        while len(self._devices) > MAX_DEVICES:
+            _, old = self._devices.popitem(last=False)
+            for t in old:
+                self._forget(t)
+        self._offer(turn)
+
+    def _forget(self, turn: TalkTurn) -> None:
+        self._by_id.pop(turn.id, None)
+        self._audio_bytes -= len(turn.pcm)
+        turn.pcm = bytearray()
+
+    def _add_audio(self, turn: TalkTurn, pcm: bytes, rate: int) -> None:
+        if turn.rate and rate != turn.rate:
+            log.warning("console talk: %s changed its audio rate within a reply (%d -> %d Hz); the rest not kept",
+                        turn.device_id, turn.rate, rate)
+            return
+        turn.rate = rate
+        room = int(MAX_REPLY_S * rate) * 2 - len(turn.pcm)
+        piece = pcm[: max(0, room) // 2 * 2]
+        turn.pcm += piece
+        self._audio_bytes += len(piece)
+        if self._audio_bytes > MAX_AUDIO_BYTES:
+            for old in sorted((t for ts in self._devices.values() for t in ts if t.pcm and t is not turn), key=lambda t: t.ts):
+                self._audio_bytes -= len(old.pcm)
+                old.pcm = bytearray()
+                if self._audio_bytes <= MAX_AUDIO_BYTES:
+                    break
+
+    def _offer(self, turn: TalkTurn) -> None:
+        update = turn.as_dict()
+        for queue in list(self._listeners):
+            if queue.full():
+                queue.get_nowait()
+                log.warning("console talk: a live page is slow; dropped an update")
+            queue.put_nowait(update)
