@@ -73,16 +73,18 @@ def load_asr(cfg: GatewayConfig, store: ModelStore, progress: Progress = _quiet)
         from gateway.engines.moonshine_ort import MoonshineOnnxAsr
 
         # asr.moonshine_decoder: a decoder the model store derives (int8 weights multiplied as int8, or
-        # weights dequantized once to float), when it could; else the packaged one.
-        choice = a.moonshine_decoder
-        if choice == "int8" and not int8_matmul_kernels():
-            progress("asr.moonshine_decoder int8: this CPU has no integer dot-product instructions for "
-                     "onnxruntime's int8 kernels (e.g. a Raspberry Pi 4); running the float decoder")
-            choice = "float"
-        role = {"int8": "decoder_int8", "float": "decoder_float"}.get(choice)
+        # weights dequantized once to float), when it could; else the packaged one. int8 on a CPU
+        # without the dot-product instructions of MatMulNBits' int8 kernels (a Raspberry Pi 4): the
+        # same weights on onnxruntime's 8-bit integer GEMM (moonshine_nbits.py, products="qgemm").
+        role = {"int8": "decoder_int8" if int8_matmul_kernels() else "decoder_int8_qgemm",
+                "float": "decoder_float"}.get(a.moonshine_decoder)
         decoder = files.get(role, files["decoder"]) if role else files["decoder"]
+        if role == "decoder_int8_qgemm":
+            progress("asr.moonshine_decoder int8: this CPU has no integer dot-product instructions for "
+                     "MatMulNBits' int8 kernels (e.g. a Raspberry Pi 4); running the int8 decoder on "
+                     "onnxruntime's 8-bit integer GEMM (DynamicQuantizeMatMul)")
         return MoonshineOnnxAsr(files["encoder"], decoder, files["tokens"], a.num_threads,
-                                int8_decoder=decoder == files.get("decoder_int8"))
+                                int8_decoder=decoder in (files.get("decoder_int8"), files.get("decoder_int8_qgemm")))
     paths = {k: (cfg.path(p) if p is not None else None)
              for k, p in (("encoder", a.encoder), ("decoder", a.decoder),
                           ("joiner", a.joiner), ("tokens", a.tokens))}

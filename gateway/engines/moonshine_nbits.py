@@ -13,6 +13,15 @@ measured as WER by `gateway bench-asr` (docs/CONFIG.md). The token embedding, us
 lookup and for the output projection, is kept once as int8 for each: the lookup dequantizes
 only the rows it reads.
 
+`products="qgemm"` (model store step `moonshine-int8-qgemm-decoder`) writes the same weights for
+CPUs that lack the dot-product instructions those kernels need (a Raspberry Pi 4's Cortex-A72,
+gateway/engines/cpu_features.py): onnxruntime's `DynamicQuantizeMatMul` (com.microsoft) with the
+weights as uint8 [K, N] (u = q + 128, one scale and zero point 128 - z / s per tensor) runs on
+MLAS's 8-bit integer GEMM, which has plain ARMv8.0 NEON kernels (UMULL/UADALP) as well as x86
+ones; there each product quantizes its whole activation tensor to uint8 (one scale per call), the
+difference from the float decoder `gateway bench-asr` measures (docs/CONFIG.md). Both operands
+unsigned: exact int32 sums on every CPU (x86's u8 x s8 kernels may saturate in 16 bits).
+
 Needs `onnx` and onnxruntime; only the model store calls it, once.
 """
 
@@ -49,23 +58,40 @@ def _quantized(graph) -> dict:  # noqa: ANN001 (onnx.GraphProto)
     return found
 
 
+def _zero_point(name: str, scale, zero) -> int:  # noqa: ANN001
+    """The uint8 zero point of u = q + 128 for w = q * scale + zero (zero a whole number of steps)."""
+    shift = float(zero / scale)
+    if abs(shift - round(shift)) > 1e-3 or not 0 <= 128 - round(shift) <= 255:
+        raise ModelError(f"weight {name}: its offset is not a whole number of steps ({shift})")
+    return 128 - round(shift)
+
+
 def _nbits_inputs(name: str, rows, scale, zero) -> list:  # noqa: ANN001
     """MatMulNBits' B [N, blocks, 32] uint8, scales [N * blocks] and uint8 zero points for the
     weight whose N output rows of K values are `rows` (int8)."""
     import numpy as np
     from onnx import numpy_helper
 
-    shift = float(zero / scale)
-    if abs(shift - round(shift)) > 1e-3 or not -128 <= round(shift) <= 127:
-        raise ModelError(f"weight {name}: its offset is not a whole number of steps ({shift})")
     n, k = rows.shape
     blocks = -(-k // BLOCK)
-    zp = np.uint8(128 - round(shift))
+    zp = np.uint8(_zero_point(name, scale, zero))
     packed = np.full((n, blocks * BLOCK), zp, np.uint8)  # padding dequantizes to 0
     packed[:, :k] = (rows.astype(np.int16) + 128).astype(np.uint8)
     return [numpy_helper.from_array(packed.reshape(n, blocks, BLOCK), f"{name}/u8"),
             numpy_helper.from_array(np.full(n * blocks, scale, np.float32), f"{name}/scale"),
             numpy_helper.from_array(np.full(n * blocks, zp, np.uint8), f"{name}/zp")]
+
+
+def _qgemm_inputs(name: str, rows, scale, zero) -> list:  # noqa: ANN001
+    """DynamicQuantizeMatMul's B [K, N] uint8, its scale and its uint8 zero point (per tensor) for
+    the weight whose N output rows of K values are `rows` (int8)."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    u8 = (rows.T.astype(np.int16) + 128).astype(np.uint8)
+    return [numpy_helper.from_array(np.ascontiguousarray(u8), f"{name}/u8"),
+            numpy_helper.from_array(np.array(scale, np.float32), f"{name}/scale"),
+            numpy_helper.from_array(np.array(_zero_point(name, scale, zero), np.uint8), f"{name}/zp")]
 
 
 def _matmul_nbits(node, name: str, k: int, n: int):  # noqa: ANN001
@@ -76,8 +102,21 @@ def _matmul_nbits(node, name: str, k: int, n: int):  # noqa: ANN001
                             K=k, N=n, bits=BITS, block_size=BLOCK, accuracy_level=ACCURACY_LEVEL)
 
 
-def int8_decoder(src: Path) -> tuple[bytes, str]:
-    """The bytes of the int8-weight decoder ONNX for the ORT-format `src`, and a summary line."""
+def _matmul_qgemm(node, name: str, k: int, n: int):  # noqa: ANN001, ARG001 (K and N are B's shape)
+    from onnx import helper
+
+    return helper.make_node("DynamicQuantizeMatMul", [node.input[0], f"{name}/u8", f"{name}/scale", f"{name}/zp"],
+                            list(node.output), name=node.name, domain="com.microsoft")
+
+
+_PRODUCTS = {"nbits": (_nbits_inputs, _matmul_nbits), "qgemm": (_qgemm_inputs, _matmul_qgemm)}
+
+
+def int8_decoder(src: Path, products: str = "nbits") -> tuple[bytes, str]:
+    """The bytes of the int8-weight decoder ONNX for the ORT-format `src`, and a summary line.
+    `products`: "nbits" (MatMulNBits, int8 dot-product kernels) or "qgemm" (DynamicQuantizeMatMul,
+    8-bit integer GEMM on any CPU)."""
+    weight_inputs, matmul = _PRODUCTS[products]
     try:
         import numpy as np
         import onnx
@@ -96,7 +135,7 @@ def int8_decoder(src: Path) -> tuple[bytes, str]:
     new_inits = []
     for name, (q, scale, zero) in weights.items():
         rows = q if name == embedding else q.T  # MatMulNBits wants N rows of K
-        new_inits += _nbits_inputs(name, np.ascontiguousarray(rows), scale, zero)
+        new_inits += weight_inputs(name, np.ascontiguousarray(rows), scale, zero)
     eq, es, ez = weights[embedding]
     new_inits += [numpy_helper.from_array(eq, f"{embedding}/int8"),
                   numpy_helper.from_array(np.array(es, np.float32), f"{embedding}/s"),
@@ -109,10 +148,10 @@ def int8_decoder(src: Path) -> tuple[bytes, str]:
             if node.op_type == "Transpose" and node.input[0] == embedding:
                 continue
             if node.op_type == "MatMul" and node.input[1] in transposed:
-                out.append(_matmul_nbits(node, embedding, eq.shape[1], eq.shape[0]))
+                out.append(matmul(node, embedding, eq.shape[1], eq.shape[0]))
             elif node.op_type == "MatMul" and node.input[1] in weights:
                 k, n = weights[node.input[1]][0].shape
-                out.append(_matmul_nbits(node, node.input[1], k, n))
+                out.append(matmul(node, node.input[1], k, n))
             elif node.op_type == "Gather" and node.input[0] == embedding:
                 y = node.output[0]
                 out += [helper.make_node("Gather", [f"{embedding}/int8", node.input[1]], [f"{y}/int8"],
@@ -138,4 +177,5 @@ def int8_decoder(src: Path) -> tuple[bytes, str]:
     graph.initializer.extend([*rest, *new_inits])
     if not any(o.domain == "com.microsoft" for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
-    return model.SerializeToString(), f"{len(weights)} weights kept int8 ({replaced} products and lookups rewritten)"
+    return model.SerializeToString(), (f"{len(weights)} weights kept int8 ({replaced} products ({products}) and "
+                                       f"lookups rewritten)")

@@ -102,6 +102,12 @@ def _derive_moonshine_int8_decoder(src: Path) -> tuple[bytes, str]:
     return int8_decoder(src)
 
 
+def _derive_moonshine_int8_qgemm_decoder(src: Path) -> tuple[bytes, str]:
+    from gateway.engines.moonshine_nbits import int8_decoder  # needs onnx: imported only when deriving
+
+    return int8_decoder(src, products="qgemm")
+
+
 def _derive_minilm_gather_int8(src: Path) -> tuple[bytes, str]:
     from gateway.engines.minilm_fold import gather_first  # needs onnx: imported only when deriving
 
@@ -118,6 +124,7 @@ _DERIVERS: dict[str, Callable[[Path], tuple[bytes, str]]] = {
     "moonshine-tokens": _derive_moonshine_tokens,
     "moonshine-float-decoder": _derive_moonshine_float_decoder,
     "moonshine-int8-decoder": _derive_moonshine_int8_decoder,
+    "moonshine-int8-qgemm-decoder": _derive_moonshine_int8_qgemm_decoder,
     "piper-alignment": _derive_piper_alignment,
     "minilm-gather-int8": _derive_minilm_gather_int8,
     "minilm-int8": _derive_minilm_int8,

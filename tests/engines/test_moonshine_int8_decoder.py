@@ -1,5 +1,6 @@
-"""The model store's int8 Moonshine decoder (weights kept int8, multiplied by MatMulNBits) holds
-exactly the packaged decoder's weights, hears what the float decoder hears, and is the default."""
+"""The model store's int8 Moonshine decoders (weights kept int8, multiplied by MatMulNBits, or by
+DynamicQuantizeMatMul for CPUs without dot-product instructions) hold exactly the packaged
+decoder's weights, hear what the float decoder hears, and int8 is the default."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from onnx import numpy_helper
 
 from gateway.config import GatewayConfig
 from gateway.engines.cpu_features import int8_matmul_kernels
+from gateway.engines import factory
 from gateway.engines.factory import load_asr
 from gateway.engines.moonshine_fold import _as_onnx
 from gateway.engines.moonshine_nbits import int8_decoder
@@ -25,9 +27,10 @@ pytestmark = pytest.mark.models
 @pytest.fixture(scope="module")
 def files(prepared_cfg: GatewayConfig, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     found = dict(ModelStore(prepared_cfg).files_of("moonshine-base-en"))
-    if "decoder_int8" not in found:  # other onnx/onnxruntime versions than the manifest's: derive it here
-        found["decoder_int8"] = tmp_path_factory.mktemp("int8") / "decoder_model_int8.onnx"
-        found["decoder_int8"].write_bytes(int8_decoder(found["decoder"])[0])
+    for role, products in (("decoder_int8", "nbits"), ("decoder_int8_qgemm", "qgemm")):
+        if role not in found:  # other onnx/onnxruntime versions than the manifest's: derive it here
+            found[role] = tmp_path_factory.mktemp("int8") / f"{role}.onnx"
+            found[role].write_bytes(int8_decoder(found["decoder"], products)[0])
     return found
 
 
@@ -67,35 +70,64 @@ def test_every_product_multiplies_by_exactly_the_packaged_weights(files, tmp_pat
     assert checked == set(expected)  # every weight, the token embedding's projection included
 
 
+def test_every_qgemm_product_multiplies_by_exactly_the_packaged_weights(files, tmp_path) -> None:
+    expected = _packaged_weights(files["decoder"], tmp_path)
+    model = onnx.load(str(files["decoder_int8_qgemm"]))
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    checked, ops = set(), set()
+    for attr in model.graph.node[0].attribute:
+        for node in attr.g.node:
+            ops.add(node.op_type)
+            if node.op_type != "DynamicQuantizeMatMul":
+                continue
+            u8, scale, zp = (inits[name] for name in node.input[1:4])
+            assert u8.dtype == zp.dtype == np.uint8 and scale.size == zp.size == 1  # u8 x u8: exact int32 sums
+            weight = (u8.astype(np.float32) - np.float32(zp)) * scale  # [K, N]
+            name = node.input[1].removesuffix("/u8")
+            reference = expected[name].T if name.startswith("model.decoder.embed_tokens.") else expected[name]
+            np.testing.assert_allclose(weight, reference, rtol=1e-6, atol=1e-7)
+            checked.add(name)
+    assert checked == set(expected)
+    assert "MatMulNBits" not in ops  # the kernels this decoder is for the CPUs without
+
+
 @pytest.mark.parametrize("sentence", [
     "Can you turn on the lights in the kitchen please?",
     "What was my blood pressure this morning?",
     "The quick brown fox jumps over the lazy dog.",
 ])
-def test_the_int8_decoder_hears_the_words_the_float_decoder_hears(files, speech16k, sentence: str) -> None:
-    int8 = MoonshineOnnxAsr(files["encoder"], files["decoder_int8"], files["tokens"], int8_decoder=True)
+def test_the_int8_decoders_hear_the_words_the_float_decoder_hears(files, speech16k, sentence: str) -> None:
     reference = MoonshineOnnxAsr(files["encoder"], files.get("decoder_float", files["decoder"]), files["tokens"])
     audio = speech16k(sentence)
-    assert int8.transcribe(audio) == reference.transcribe(audio)
+    expected = reference.transcribe(audio)
+    for role in ("decoder_int8", "decoder_int8_qgemm"):
+        int8 = MoonshineOnnxAsr(files["encoder"], files[role], files["tokens"], int8_decoder=True)
+        assert int8.transcribe(audio) == expected, role
 
 
-@pytest.mark.parametrize(("choice", "expected"), [
-    ("int8", "decoder_model_int8.onnx"),
-    ("float", "decoder_model_float.onnx"),
-    ("packaged", "decoder_model_merged.ort"),
+@pytest.mark.parametrize(("choice", "dot_product", "expected"), [
+    ("int8", True, "decoder_model_int8.onnx"),
+    ("int8", False, "decoder_model_int8_qgemm.onnx"),  # e.g. a Raspberry Pi 4's Cortex-A72
+    ("float", True, "decoder_model_float.onnx"),
+    ("packaged", True, "decoder_model_merged.ort"),
 ])
-def test_asr_moonshine_decoder_picks_the_decoder(prepared_cfg: GatewayConfig, choice: str, expected: str) -> None:
+def test_asr_moonshine_decoder_picks_the_decoder(prepared_cfg: GatewayConfig, monkeypatch: pytest.MonkeyPatch,
+                                                 choice: str, dot_product: bool, expected: str) -> None:
     store = ModelStore(prepared_cfg)
     prepared = store.files_of("moonshine-base-en")
-    if choice == "int8" and not int8_matmul_kernels():  # e.g. a Raspberry Pi 4: the float one
-        choice, expected = "float", "decoder_model_float.onnx"
-    role = {"int8": "decoder_int8", "float": "decoder_float"}.get(choice)
+    if dot_product and not int8_matmul_kernels():  # this CPU lacks them: MatMulNBits would crawl
+        pytest.skip("no int8 dot-product kernels on this CPU")
+    monkeypatch.setattr(factory, "int8_matmul_kernels", lambda: dot_product)
+    role = {"decoder_model_int8.onnx": "decoder_int8", "decoder_model_int8_qgemm.onnx": "decoder_int8_qgemm",
+            "decoder_model_float.onnx": "decoder_float"}.get(expected)
     if role and role not in prepared:  # skipped at preparation (other onnx/onnxruntime versions)
         expected = "decoder_model_merged.ort"
     cfg = prepared_cfg.model_copy(update={"asr": prepared_cfg.asr.model_copy(update={"moonshine_decoder": choice})})
-    asr = load_asr(cfg, store)
+    lines: list[str] = []
+    asr = load_asr(cfg, store, lines.append)
     assert isinstance(asr, MoonshineOnnxAsr)
     assert asr._dec._model_path.endswith(expected)  # noqa: SLF001
+    assert any("DynamicQuantizeMatMul" in line for line in lines) == expected.endswith("_qgemm.onnx")
 
 
 def test_the_default_is_the_int8_decoder(prepared_cfg: GatewayConfig) -> None:
