@@ -27,9 +27,11 @@ class ClusterBox:
         self.resend_s = resend_s
         self.device = MqttDevice(device_id, prefix=prefix, protocol="5")
         self.acked: set[int] = set()  # seqs acknowledged STORED or DUPLICATE
+        self.ack_ms: list[float] = []  # reading sent -> its ack, for the readings not resent
         self.welcomes = 0
         self.next_seq = 1
         self._pending: tuple[int, float] | None = None  # (seq, when sent) not acknowledged yet
+        self._resent = False
         self._welcomed = asyncio.Event()
 
     def _reading(self, seq: int) -> SensorReading:
@@ -37,6 +39,7 @@ class ClusterBox:
                              values=(("celsius", "C", 20.0 + seq % 10),))
 
     async def _send_reading(self, seq: int) -> None:
+        self._resent = self._pending is not None and self._pending[0] == seq
         self._pending = (seq, time.monotonic())
         await self.device.send(self._reading(seq))
 
@@ -54,6 +57,8 @@ class ClusterBox:
             elif isinstance(msg, ReadingAck) and self._pending is not None and msg.seq == self._pending[0]:
                 if msg.status in (ReadingStatus.STORED, ReadingStatus.DUPLICATE):
                     self.acked.add(msg.seq)
+                    if not self._resent:
+                        self.ack_ms.append((time.monotonic() - self._pending[1]) * 1000)
                     self._pending = None
                     self.next_seq = msg.seq + 1
 

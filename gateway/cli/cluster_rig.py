@@ -66,16 +66,17 @@ class ClusterRig:
         raise RuntimeError("mosquitto did not start listening within 10 s")
 
     async def start_members(self, ids: list[str]) -> None:
-        """Start the members and wait until each says `ready`."""
+        """Start the members (again, for one that was killed) and wait until each says `ready`."""
         for member in ids:
             folder = self.root / member
             folder.mkdir(exist_ok=True)
             args = {"id": member, "broker_port": self.broker_port, "folder": str(folder), "cluster": self.cluster}
             self.members[member] = subprocess.Popen(
                 [sys.executable, "-m", "gateway.cli.cluster_target", json.dumps(args)], text=True,
-                stdout=subprocess.PIPE, stderr=(folder / "gateway.log").open("w"),
+                stdout=subprocess.PIPE, stderr=(folder / "gateway.log").open("a"),
                 env={**os.environ, "GATEWAY_PG_DSN": self.dsn})
-        for member, proc in self.members.items():
+        for member in ids:
+            proc = self.members[member]
             assert proc.stdout is not None
             line = await asyncio.to_thread(proc.stdout.readline)
             if line.strip() != "ready":
@@ -84,10 +85,10 @@ class ClusterRig:
     def log(self, member: str) -> str:
         return (self.root / member / "gateway.log").read_text(errors="replace")
 
-    async def start_boxes(self, count: int, every_s: float = 0.5) -> None:
+    async def start_boxes(self, count: int, every_s: float = 0.5, prefix: str = "box") -> None:
         await self.observer.connect("127.0.0.1", self.broker_port)
         for i in range(count):
-            box = ClusterBox(f"box-{i:02d}", every_s=every_s)
+            box = ClusterBox(f"{prefix}-{i:02d}", every_s=every_s)
             self.boxes.append(box)
             self._box_tasks.append(asyncio.create_task(box.run("127.0.0.1", self.broker_port), name=box.device_id))
 

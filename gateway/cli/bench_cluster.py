@@ -1,0 +1,171 @@
+"""`gateway bench-cluster`: MQTT devices shared by 1..3 gateways on this machine, with failovers.
+
+For each gateway count it starts a plain mosquitto on loopback (the site's external broker) and
+that many member processes (gateway/cli/cluster_target.py: cluster mode, fake voice engines,
+readings into the PostgreSQL the DSN in $GATEWAY_PG_DSN names), then `--devices` emulated sensor
+boxes (gateway/cli/cluster_box.py) that each send one reading at a time, the next as soon as the
+last was acknowledged (every `--every-s`). It measures:
+
+- readings/s acknowledged (and rows/s committed to PostgreSQL) over `--window-s` with every box
+  served, and the reading -> ack latency p50/p95;
+- with 2+ gateways, `--failovers` times per signal: the member serving the most boxes gets
+  SIGKILL (a crash: its socket closes, the broker fires its Will) or SIGSTOP (a hang or a pulled
+  cable: only the missing heartbeat and the lease expiry tell), and for each of its boxes the
+  time from the signal to the Welcome of another member; p50 / p95 / max, against the design's
+  8 s. The member is then started again (or continued) and the boxes settle before the next;
+- at the end: downlinks sent under overlapping leases (must be 0) and acknowledged readings not
+  in PostgreSQL exactly once (must be 0).
+
+The load average is printed beside the figures. Voice capacity per gateway is `gateway
+bench-capacity`'s (the members here share one machine's cores, so a voice line over 1..3
+gateways on it would measure the machine, not the cluster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from gateway.cli.cluster_rig import ClusterRig
+
+BOUND_S = 8.0  # docs/SCALE-OUT.md
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def _rows(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        try:
+            return int(conn.execute("SELECT count(*) FROM readings").fetchone()[0])
+        except psycopg.errors.UndefinedTable:
+            return 0
+
+
+async def _throughput(rig: ClusterRig, dsn: str, window_s: float) -> dict[str, Any]:
+    acked0 = sum(len(b.acked) for b in rig.boxes)
+    lat0 = {b.device_id: len(b.ack_ms) for b in rig.boxes}
+    rows0 = await asyncio.to_thread(_rows, dsn)
+    started = time.monotonic()
+    await asyncio.sleep(window_s)
+    took = time.monotonic() - started
+    acked = sum(len(b.acked) for b in rig.boxes) - acked0
+    rows = await asyncio.to_thread(_rows, dsn) - rows0
+    lat = [ms for b in rig.boxes for ms in b.ack_ms[lat0[b.device_id]:]]
+    return {"readings_per_s": round(acked / took, 1), "rows_per_s": round(rows / took, 1),
+            "ack_p50_ms": round(_pct(lat, 0.5), 1), "ack_p95_ms": round(_pct(lat, 0.95), 1)}
+
+
+async def _failovers(rig: ClusterRig, members: list[str], sig: signal.Signals, count: int) -> dict[str, Any]:
+    times: list[float] = []
+    missing = 0
+    for _ in range(count):
+        holders = rig.holders()
+        victim = max(members, key=lambda m: list(holders.values()).count(m))
+        orphans = sorted(d for d, g in holders.items() if g == victim)
+        at = rig.kill(victim, sig)
+        back = await rig.failover(orphans, at, victim, timeout=3 * BOUND_S)
+        times += back.values()
+        missing += len(orphans) - len(back)
+        if sig == signal.SIGSTOP:
+            rig.kill(victim, signal.SIGCONT)
+        else:
+            await asyncio.to_thread(rig.members[victim].wait, 10)
+            await rig.start_members([victim])
+        await rig.wait_all_served(timeout=6 * BOUND_S, readings=2)
+    return {"devices_moved": len(times), "not_served_again": missing, "p50_s": round(_pct(times, 0.5), 2),
+            "p95_s": round(_pct(times, 0.95), 2), "max_s": round(max(times, default=float("nan")), 2)}
+
+
+async def _one(n: int, args: argparse.Namespace, dsn: str, root: Path) -> dict[str, Any]:
+    rig = ClusterRig(root, dsn)
+    rig.start_broker()
+    members = [f"gw-{chr(ord('a') + i)}" for i in range(n)]
+    out: dict[str, Any] = {"gateways": n, "devices": args.devices, "load_before": os.getloadavg()}
+    try:
+        await rig.start_members(members)
+        await rig.start_boxes(args.devices, every_s=args.every_s, prefix=f"bench{n}-{int(time.time())}")
+        await rig.wait_all_served(timeout=6 * BOUND_S, readings=2)
+        out["spread"] = {m: list(rig.holders().values()).count(m) for m in members}
+        out["throughput"] = await _throughput(rig, dsn, args.window_s)
+        if n >= 2:
+            for name in args.signals:
+                out[f"failover_{name}"] = await _failovers(rig, members, getattr(signal, f"SIG{name.upper()}"),
+                                                           args.failovers)
+    finally:
+        await rig.stop()
+    out["overlapping_leases"] = len(rig.observer.overlaps())
+    with psycopg.connect(dsn) as conn:
+        counts = {(d, s): c for d, s, c in conn.execute("SELECT device_id, seq, count(*) FROM readings GROUP BY 1, 2")}
+    acked = [(b.device_id, seq) for b in rig.boxes for seq in b.acked]
+    out["acked_readings"] = len(acked)
+    out["acked_not_exactly_once"] = sum(1 for key in acked if counts.get(key) != 1)
+    out["load_after"] = os.getloadavg()
+    return out
+
+
+async def _bench(args: argparse.Namespace) -> list[dict[str, Any]]:
+    dsn = os.environ.get(args.dsn_env, "").strip()
+    if not dsn:
+        raise SystemExit(f"error: set {args.dsn_env} to a PostgreSQL DSN (a database the benchmark may write to)")
+    results = []
+    for n in args.gateways:
+        with tempfile.TemporaryDirectory(prefix=f"bench-cluster-{n}-") as tmp:
+            results.append(await _one(n, args, dsn, Path(tmp)))
+    return results
+
+
+def _print(results: list[dict[str, Any]]) -> None:
+    for r in results:
+        t = r["throughput"]
+        print(f"{r['gateways']} gateway(s), {r['devices']} devices (load average %.1f %.1f %.1f before)" % tuple(r["load_before"]))
+        print(f"  spread: {r['spread']}")
+        print(f"  readings: {t['readings_per_s']}/s acknowledged, {t['rows_per_s']} rows/s into PostgreSQL, "
+              f"ack p50 {t['ack_p50_ms']} ms, p95 {t['ack_p95_ms']} ms")
+        for key in ("failover_kill", "failover_stop"):
+            if f := r.get(key):
+                print(f"  {key.replace('_', ' (SIG').upper()}): {f['devices_moved']} devices moved, p50 {f['p50_s']} s, "
+                      f"p95 {f['p95_s']} s, max {f['max_s']} s (bound {BOUND_S:.0f} s), "
+                      f"{f['not_served_again']} not served again")
+        print(f"  overlapping leases: {r['overlapping_leases']}; acknowledged readings {r['acked_readings']}, "
+              f"not exactly once in PostgreSQL: {r['acked_not_exactly_once']}")
+        print("  load average after: %.1f %.1f %.1f" % tuple(r["load_after"]))
+
+
+def run(args: argparse.Namespace, cfg: Any = None) -> int:
+    results = asyncio.run(_bench(args))
+    if args.json:
+        print(json.dumps(results))
+    else:
+        _print(results)
+    return 0
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    bc = sub.add_parser("bench-cluster", parents=[common], help="MQTT devices shared by 1..3 gateways on this "
+                        "machine: readings/s into PostgreSQL, failover p50/p95 after SIGKILL / SIGSTOP")
+    bc.add_argument("--devices", type=int, default=30, help="emulated MQTT sensor boxes (default 30)")
+    bc.add_argument("--gateways", type=int, nargs="+", default=[1, 2, 3], help="gateway counts (default 1 2 3)")
+    bc.add_argument("--every-s", type=float, default=0.05, help="pause between a box's ack and its next reading "
+                    "(default 0.05)")
+    bc.add_argument("--window-s", type=float, default=10.0, help="throughput window (default 10 s)")
+    bc.add_argument("--failovers", type=int, default=3, help="failovers per signal with 2+ gateways (default 3)")
+    bc.add_argument("--signals", nargs="+", choices=("kill", "stop"), default=["kill", "stop"],
+                    help="kill: SIGKILL (a crash), stop: SIGSTOP (a hang); default both")
+    bc.add_argument("--dsn-env", default="GATEWAY_PG_DSN", help="the variable holding the PostgreSQL DSN")
+    bc.add_argument("--json", action="store_true", help="print the figures as JSON")
+    bc.set_defaults(func=run)
