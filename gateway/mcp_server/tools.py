@@ -108,7 +108,7 @@ def build_server(deps: McpDeps, **settings: Any) -> FastMCP:
 
     @mcp.tool()
     async def memory_get_active_rules(ctx: Context, username: User = None) -> list[dict]:
-        """Every rule in force: nodes tagged kind:rule and persistent:true."""
+        """Every rule in force: nodes tagged kind:rule and persistent:true, not state:disabled."""
         d = _deps(ctx)
         return [node.as_dict() for node in await d.memory.active_rules(_user(d, username))]
 
