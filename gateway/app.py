@@ -14,6 +14,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -59,6 +60,9 @@ from gateway.links.xiaozhi.emotions import EmotionTable
 from gateway.links.xiaozhi.endpoint import XiaozhiEndpoint, lan_address
 from gateway.engines.store import ModelStore
 
+if TYPE_CHECKING:
+    from gateway.cluster.node import ClusterNode
+
 log = logging.getLogger(__name__)
 
 
@@ -89,6 +93,7 @@ class Gateway:
     registry: SessionRegistry = field(default_factory=SessionRegistry)
     bus: EventBus = field(default_factory=EventBus)
     memory: MemoryService | None = None  # started and closed by serve()
+    cluster: ClusterNode | None = None  # cluster.enabled: this member's node (its MQTT link runs it)
 
     def __post_init__(self) -> None:
         # device -> person: memory.users with the console's changes (loaded by serve), one live
@@ -181,7 +186,7 @@ class Gateway:
         """Readings -> memories, alerts, the daily reflection, and (mcp.http) the MCP endpoint."""
         wake = self.bus.notify(ReadingStored, name="memory-readings")  # the feed reads the readings table
         alerts = self.bus.subscribe(Alert, name="memory-alerts")
-        devices = GatewayDevices(self.registry, self.device_tools)
+        devices = GatewayDevices(self.registry, self.device_tools, self.cluster)
         m = self.cfg.memory
         rules = RuleEngine(memory, self.bus.publish, lambda user: tuple(d for d, u in self.people.items() if u == user))
         scheduler = MemoryScheduler(memory, rules, reflection_time=m.reflection_time, portrait_time=m.portrait_time)
@@ -209,10 +214,17 @@ def build_gateway(cfg: GatewayConfig, runner: EngineRunner, progress: Callable[[
     """The gateway `gateway run` serves: the memory (memory.enabled; loads its embedding model)
     and the configured links (`default_links`) unless `links` are given."""
     memory = MemoryService.from_config(cfg, progress=progress) if cfg.memory.enabled else None
-    return Gateway(cfg, runner, default_links(cfg) if links is None else links, memory=memory)
+    cluster = None
+    if cfg.cluster.enabled:  # one of several gateways (docs/SCALE-OUT.md); needs the postgres extra
+        from gateway.cluster.build import build_node
+
+        cluster = build_node(cfg, os.environ)
+    return Gateway(cfg, runner, default_links(cfg, cluster) if links is None else links, memory=memory,
+                   cluster=cluster)
 
 
-def default_links(cfg: GatewayConfig) -> list[DeviceLink]:
+def default_links(cfg: GatewayConfig, cluster: ClusterNode | None = None) -> list[DeviceLink]:
+    """The configured links; `cluster`: the MQTT link serves as that member of a cluster."""
     s = cfg.server
     endpoints = []
     mqtt_extensions = []  # xiaozhi boxes on MQTT+UDP share the MQTT link's broker
@@ -240,15 +252,9 @@ def default_links(cfg: GatewayConfig) -> list[DeviceLink]:
         links.append(SerialLink(ports, s.max_frame_bytes))
     if cfg.mqtt.enabled:
         m = cfg.mqtt
-        cluster, client = None, m.client_id
-        if cfg.cluster.enabled:  # one of several gateways (docs/SCALE-OUT.md); needs the postgres extra
-            from gateway.cluster.build import build_node, client_id
-
-            cluster = build_node(cfg, os.environ)
-            client = client_id(cluster.me)
         links.append(MqttLink(m.host or s.host, m.port, topic_prefix=m.topic_prefix, protocol=m.protocol,
-                              client_id=client, username=m.username or None, password=m.password or None,
-                              cluster=cluster,
+                              client_id=cluster.client_id if cluster is not None else m.client_id,
+                              username=m.username or None, password=m.password or None, cluster=cluster,
                               max_frame_bytes=s.max_frame_bytes, embedded=not m.host,
                               inbox_messages=m.inbox_messages, offline_queue=m.offline_queue,
                               extensions=mqtt_extensions, extension_port=cfg.xiaozhi.mqtt_port,

@@ -65,12 +65,14 @@ class ClusterRig:
                 time.sleep(0.05)
         raise RuntimeError("mosquitto did not start listening within 10 s")
 
-    async def start_members(self, ids: list[str]) -> None:
-        """Start the members (again, for one that was killed) and wait until each says `ready`."""
+    async def start_members(self, ids: list[str], extra: dict[str, dict[str, Any]] | None = None) -> None:
+        """Start the members (again, for one that was killed) and wait until each says `ready`;
+        `extra`: more of a member's CONFIG_JSON (gateway/cli/cluster_target.py), by member id."""
         for member in ids:
             folder = self.root / member
             folder.mkdir(exist_ok=True)
-            args = {"id": member, "broker_port": self.broker_port, "folder": str(folder), "cluster": self.cluster}
+            args = {"id": member, "broker_port": self.broker_port, "folder": str(folder), "cluster": self.cluster,
+                    **(extra or {}).get(member, {})}
             self.members[member] = subprocess.Popen(
                 [sys.executable, "-m", "gateway.cli.cluster_target", json.dumps(args)], text=True,
                 stdout=subprocess.PIPE, stderr=(folder / "gateway.log").open("a"),

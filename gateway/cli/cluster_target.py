@@ -4,7 +4,8 @@ What `gateway run` serves with `cluster.enabled` (default_links: the MQTT link a
 cluster, on the external broker `broker_port` on 127.0.0.1, MQTT 5, `storage: postgres` with the
 DSN from $GATEWAY_PG_DSN), on the fake voice engines so it starts in a second; no WebSocket,
 CoAP, screens or memory. CONFIG_JSON: `id` (the member id), `broker_port`, `folder` (its own
-files), optional `cluster` overrides (heartbeat_s, ...). It prints `ready` on stdout once
+files), optional `cluster` overrides (heartbeat_s, ...) and `mcp_port` (then it also runs the
+memory and the MCP server on 127.0.0.1:mcp_port, token `mcp_token`). It prints `ready` on stdout once
 connected, logs to stderr, and serves until SIGTERM (a clean leave) or SIGKILL (a crash). The
 cluster tests and `gateway bench-cluster` start three of them as separate processes.
 """
@@ -22,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gateway.app import Gateway, default_links
+from gateway.app import build_gateway
 from gateway.config import parse_config
 from gateway.devices.readings import ReadingService
 from gateway.storage.dsn import postgres_dsn
@@ -36,6 +37,7 @@ CHECKOUT = Path(__file__).resolve().parents[2]
 
 def member_config(args: dict[str, Any]) -> dict[str, Any]:
     folder = Path(args["folder"])
+    mcp = {"http": True, "host": "127.0.0.1", "port": int(args.get("mcp_port", 0)), "token": args.get("mcp_token", "")}
     return {
         "server": {"host": "127.0.0.1", "websocket_port": 0},
         "mqtt": {"host": "127.0.0.1", "port": int(args["broker_port"]), "protocol": "5"},
@@ -44,14 +46,15 @@ def member_config(args: dict[str, Any]) -> dict[str, Any]:
         "devices": {"database": str(folder / "gateway.db"), "max_readings_per_minute": 0,
                     "max_readings_per_minute_per_peer": 0},
         "coap": {"enabled": False}, "screens": {"enabled": False}, "xiaozhi": {"enabled": False},
-        "memory": {"enabled": False},
+        "memory": {"enabled": "mcp_port" in args, "path": str(folder / "memory.db")},
+        **({"mcp": mcp} if "mcp_port" in args else {}),
     }
 
 
 async def _serve(args: dict[str, Any]) -> None:
     cfg = parse_config(member_config(args), CHECKOUT)
-    links = [link for link in default_links(cfg) if link.name == "mqtt"]
-    gateway = Gateway(cfg, EngineRunner(FakeVad(), FakeAsr(), FakeTts()), links)
+    gateway = build_gateway(cfg, EngineRunner(FakeVad(), FakeAsr(), FakeTts()), lambda line: None)
+    gateway.links = [link for link in gateway.links if link.name == "mqtt"]  # no WebSocket port either
     # The readings go to the shared PostgreSQL store. (Until gateway/app.py builds it from
     # `storage: postgres` itself, the member's services get it here.)
     pool = await open_pool(postgres_dsn(cfg.storage, os.environ), cfg.storage)

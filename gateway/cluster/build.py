@@ -34,4 +34,4 @@ def build_node(cfg: GatewayConfig, environ: Mapping[str, str]) -> ClusterNode:
                       timeout_s=min(cfg.storage.connect_timeout_s, c.lease_ttl_s / 3))
     return ClusterNode(me, cfg.mqtt.topic_prefix, leases, heartbeat_s=c.heartbeat_s,
                        member_timeout_s=c.member_timeout_s, lease_ttl_s=c.lease_ttl_s,
-                       capacity=cfg.server.max_sessions)
+                       capacity=cfg.server.max_sessions, client_id=client_id(me))

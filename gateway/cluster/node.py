@@ -65,8 +65,10 @@ class Lease:
 
 class ClusterNode:
     def __init__(self, me: str, prefix: str, leases: PgLeases, *, heartbeat_s: float, member_timeout_s: float,
-                 lease_ttl_s: float, capacity: int = 0, clock: Callable[[], float] = time.monotonic) -> None:
+                 lease_ttl_s: float, capacity: int = 0, client_id: str = "",
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.me = me
+        self.client_id = client_id or me  # the MQTT client id of this member's link
         self.prefix = prefix
         self.leases = leases
         self.heartbeat_s = heartbeat_s

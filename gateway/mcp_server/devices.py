@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from firmware_protocol import Action
 from gateway.devices.device_tools import DeviceToolError, DeviceTools
 from gateway.devices.registry import SessionRegistry
+
+if TYPE_CHECKING:
+    from gateway.cluster.node import ClusterNode
 
 
 class DeviceUnavailable(ValueError):
@@ -14,9 +17,19 @@ class DeviceUnavailable(ValueError):
 
 
 class GatewayDevices:
-    def __init__(self, registry: SessionRegistry, tools: DeviceTools | None = None) -> None:
+    def __init__(self, registry: SessionRegistry, tools: DeviceTools | None = None,
+                 cluster: ClusterNode | None = None) -> None:
         self.registry = registry
         self.tools = tools if tools is not None else DeviceTools()
+        self.cluster = cluster  # cluster mode: the devices every member serves, heard on the broker
+
+    def served(self) -> list[dict[str, Any]]:
+        """Every device the gateway (in cluster mode: the cluster) knows: online or not, and the
+        member serving it (None: nobody right now; on a single box the gateway itself)."""
+        if self.cluster is None:
+            return [{"device_id": d, "online": True, "gateway": None, "epoch": None, "since": None}
+                    for d in self.connected()]
+        return [entry.as_dict() for entry in self.cluster.devices()]
 
     def connected(self) -> list[str]:
         return self.registry.connected()

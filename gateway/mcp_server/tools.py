@@ -28,6 +28,8 @@ class DeviceControl(Protocol):
 
     def connected(self) -> list[str]: ...
 
+    def served(self) -> list[dict[str, Any]]: ...
+
     async def say(self, device_id: str, text: str) -> None: ...
 
     async def perform_action(self, device_id: str, code: str, behavior: str, affect: str, intensity: int) -> None: ...
@@ -134,6 +136,13 @@ def build_server(deps: McpDeps, **settings: Any) -> FastMCP:
     async def list_devices(ctx: Context) -> list[str]:
         """Ids of the devices connected to the gateway right now."""
         return _devices(_deps(ctx)).connected()
+
+    @mcp.tool()
+    async def list_cluster_devices(ctx: Context) -> list[dict]:
+        """Every device of the cluster (cluster mode) or of this gateway: device_id, online (its MQTT
+        status), gateway (the member serving it now; null: nobody, or this gateway on a single box),
+        epoch (its lease) and since (unix time the member took it)."""
+        return _devices(_deps(ctx)).served()
 
     @mcp.tool()
     async def say(ctx: Context, device_id: Annotated[str, Field(description="a connected device (list_devices)")],
