@@ -113,7 +113,10 @@ class TalkLog:
         sub = bus.subscribe(Transcribed, SentenceExpressed, ReplyEnded, TurnFailed, TurnFinished, name="console-talk")
         try:
             async for event in sub:
-                self.on_event(event)
+                try:
+                    self.on_event(event)
+                except Exception:  # boundary: the Talk page's log must never take the gateway down
+                    log.exception("console talk: an event could not be recorded: %r", type(event).__name__)
         finally:
             sub.close()
 

@@ -1,0 +1,88 @@
+"""The Talk page's log on its own (unit tests of its logic, fed bus events by hand): one turn per
+transcript with its reply, metrics and audio; bounded per device and per reply; announcements and
+turns without words are no turns; a slow live page loses its oldest updates."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gateway.console import talk_log
+from gateway.console.talk_log import TalkLog
+from gateway.expression.service import SentenceExpressed
+from gateway.voice.events import ReplyEnded, Transcribed, TurnFailed, TurnFinished, TurnMetrics
+
+RATE = 16000
+
+
+def _pcm(seconds: float) -> bytes:
+    return np.zeros(int(seconds * RATE), "<i2").tobytes()
+
+
+def _turn(log: TalkLog, device: str, said: str, reply: str = "Fine.", *, seconds: float = 0.5,
+          brain: str = "local", latency: float = 120.0) -> None:
+    log.on_event(Transcribed(device, said))
+    log.on_event(SentenceExpressed(device, 1, None, _pcm(seconds), RATE))  # type: ignore[arg-type]
+    log.on_event(ReplyEnded(device, reply, reply))
+    log.on_event(TurnFinished(device, TurnMetrics(device, endpoint_to_first_audio_ms=latency, brain=brain)))
+
+
+def test_a_turn_has_its_reply_latency_brain_and_audio() -> None:
+    log = TalkLog(lambda d: {"box": "anna"}.get(d, d), 5, clock=lambda: 1000.0)
+    _turn(log, "box", "How are you?", brain="memory", latency=87.4, seconds=1.5)
+    [turn] = log.recent("anna")
+    d = turn.as_dict()
+    assert (d["said"], d["answered"], d["brain"], d["latency_ms"], d["person"]) == ("How are you?", "Fine.", "memory", 87, "anna")
+    assert d["audio"] == f"talk/audio?id={turn.id}" and d["audio_seconds"] == 1.5
+    assert log.recent("nobody") == [] and log.recent(device="box") == [turn]
+    assert turn.wav()[:4] == b"RIFF"
+
+
+def test_each_device_keeps_its_last_turns_and_a_reply_at_most_a_minute_of_audio() -> None:
+    log = TalkLog(lambda d: d, 3)
+    for i in range(5):
+        _turn(log, "box", f"question {i}")
+    _turn(log, "other", "long story", seconds=talk_log.MAX_REPLY_S + 5)
+    assert [t.said for t in log.recent(device="box")] == ["question 4", "question 3", "question 2"]
+    assert log.turn(log.recent(device="box")[-1].id) is not None
+    assert log.recent(device="other")[0].audio_seconds == talk_log.MAX_REPLY_S
+
+
+def test_announcements_and_speech_without_words_are_no_turns_and_a_failure_is_kept() -> None:
+    log = TalkLog(lambda d: d, 5)
+    log.on_event(Transcribed("box", ""))
+    log.on_event(ReplyEnded("box", "Time for your pills.", "Time for your pills."))  # an announcement
+    assert log.recent() == []
+    log.on_event(Transcribed("box", "Hello?"))
+    log.on_event(TurnFailed("box", "tts-failed", "Sorry, I cannot speak now."))
+    log.on_event(TurnFinished("box", TurnMetrics("box")))
+    [turn] = log.recent()
+    d = turn.as_dict()
+    assert d["failed"] == "tts-failed" and d["answered"] == "Sorry, I cannot speak now."
+    assert d["latency_ms"] is None and d["audio"] is None and d["brain"] == ""
+
+
+def test_a_slow_live_page_loses_its_oldest_updates_and_a_turn_never_ended_is_closed_by_the_next() -> None:
+    log = TalkLog(lambda d: d, 200)
+    with log.listen() as updates:
+        log.on_event(Transcribed("box", "first"))  # its end never comes (the device went away)
+        log.on_event(Transcribed("box", "second"))
+        assert [u["said"] for u in [updates.get_nowait() for _ in range(3)]] == ["first", "first", "second"]
+        first = log.recent()[1]
+        assert first.said == "first" and first.done
+        for i in range(talk_log.LISTENER_QUEUE + 10):
+            _turn(log, "box", f"q{i}")
+        assert updates.qsize() == talk_log.LISTENER_QUEUE
+        assert updates.get_nowait()["said"] != "q0"  # the oldest went first
+    _turn(log, "box", "after")  # the page left: nothing offered to it
+    assert updates.qsize() == talk_log.LISTENER_QUEUE - 1
+
+
+def test_over_the_audio_budget_the_oldest_turns_lose_their_audio_first(monkeypatch) -> None:
+    monkeypatch.setattr(talk_log, "MAX_AUDIO_BYTES", int(2.5 * RATE * 2))  # 2.5 s of audio in all
+    clock = iter(range(100))
+    log = TalkLog(lambda d: d, 10, clock=lambda: float(next(clock)))
+    for i in range(3):
+        _turn(log, "box" if i != 1 else "other", f"q{i}", seconds=1.0)
+    newest, middle, oldest = log.recent()
+    assert (oldest.said, oldest.audio_seconds, oldest.as_dict()["audio"]) == ("q0", 0.0, None)
+    assert middle.audio_seconds == 1.0 and newest.audio_seconds == 1.0
