@@ -149,7 +149,9 @@ class DevicesApi:
 
     async def person(self, request: ApiRequest) -> dict[str, Any]:
         device_id = self._device_id(request.body)
-        person = request.body.get("person", "")
+        if "person" not in request.body:
+            raise ApiError(400, 'person: a person\'s id, "" for the device\'s own memory, or null for gateway.yaml\'s', "person")
+        person = request.body["person"]
         if person is not None:
             if not isinstance(person, str):
                 raise ApiError(400, 'person: a person\'s id, "" for the device\'s own memory, or null', "person")

@@ -100,6 +100,7 @@ async def test_the_console_overrides_gateway_yaml_and_can_go_back_to_it(console_
     ({"device_id": "box-x", "person": 7}, "person"),
     ({"device_id": "bad id!", "person": "ben"}, "device_id"),
     ({"person": "ben"}, "device_id"),
+    ({"device_id": "box-x"}, "person"),
 ])
 async def test_a_bad_mapping_is_refused_and_changes_nothing(console_gateway, admin, body, field) -> None:
     before = await console_gateway.gateway.db.run(load_people)
