@@ -85,3 +85,22 @@ def test_the_log_mel_features_are_faster_whispers() -> None:
     ref = fw.FeatureExtractor(80)
     assert np.array_equal(ref.mel_filters, mel_filters(80))
     assert np.allclose(ref(audio), log_mel(audio), atol=1e-6)
+
+
+def test_the_text_is_the_timestamped_segments_that_start_within_the_audio(asr: WhisperCt2Asr) -> None:
+    tok = asr._tok
+    first = tok.encode("Open the door.", add_special_tokens=False).ids
+    again = tok.encode(" Open the door.", add_special_tokens=False).ids
+    ts = lambda seconds: asr._timestamp_begin + round(seconds / 0.02)  # noqa: E731
+    eot = tok.token_to_id("<|endoftext|>")
+    # <|0.00|> Open the door. <|1.20|><|1.20|> Open the door. <|2.40|>: a 2 s clip ends inside the second.
+    ids = [ts(0.0), *first, ts(1.2), ts(1.2), *again, ts(2.4), eot]
+    assert tok.decode(asr._text_ids(ids, 3.0)).strip() == "Open the door. Open the door."
+    assert tok.decode(asr._text_ids(ids, 2.0)).strip() == "Open the door. Open the door."
+    assert tok.decode(asr._text_ids(ids, 1.1)).strip() == "Open the door."  # the repeat starts after the audio
+
+
+def test_a_question_with_a_long_silence_after_it_is_heard_once(asr: WhisperCt2Asr, speech16k) -> None:
+    speech = _as_heard(speech16k("Where is the remote control?"))
+    heard = _words(asr.transcribe(np.concatenate([speech, np.zeros(16000 * 4, np.float32)])))
+    assert heard.count("remote") == 1, heard
