@@ -231,3 +231,21 @@ async def test_the_reflection_runs_now_and_the_portrait_is_shown(console_gateway
 async def test_a_session_from_another_peer_cannot_read_rules_without_logging_in(console_gateway) -> None:
     stranger = Client(console_gateway.host, local="127.0.0.3")
     assert (await stranger.request("GET", "/console/api/rules?person=carla")).status == 401
+
+
+async def test_a_mapping_set_in_the_console_holds_after_a_restart(console_gateway, admin, fake_runner) -> None:
+    from gateway.app import Gateway
+
+    assert (await admin.request("POST", "/console/api/devices/person", {"device_id": "lamp-gus", "person": "gus"})).status == 200
+    restarted = Gateway(console_gateway.cfg, fake_runner, [])  # the same gateway.yaml and devices database
+    assert "lamp-gus" not in restarted.people  # gateway.yaml does not name it: loaded when it serves
+    ready = asyncio.Event()
+    task = asyncio.create_task(restarted.serve(ready))
+    try:
+        await asyncio.wait_for(ready.wait(), 30)
+        assert restarted.people["lamp-gus"] == "gus" and restarted.people["bp-anna"] == "anna"
+        assert restarted.people.source("lamp-gus") == "console"
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        restarted.db.close()
