@@ -2,7 +2,8 @@
 a running gateway with real databases: map a registered cuff to a person on the Devices page;
 on the Memory page a bad rule gets its error beside the form and is not written, a good one is
 listed, and fires when the cuff (connected with its token) sends a reading over the threshold:
-its last firing shows by itself; the reflection is run from the page and the portrait shown.
+its last firing shows by itself; it is edited in place (a bad threshold refused in its row, kept
+while the page refreshes) and disabled; the reflection is run from the page and the portrait shown.
 Screenshots go to test-artifacts/ (not committed)."""
 
 from __future__ import annotations
@@ -77,6 +78,25 @@ async def test_map_a_cuff_to_a_person_make_a_rule_see_it_fire_and_view_the_portr
             await expect(rule).to_contain_text("162 over 97", timeout=15_000)
             await expect(rule).not_to_contain_text("never")
             await page.screenshot(path=ARTIFACTS / "console-rules.png", full_page=True)
+
+            # edit it in place: a bad threshold is refused in its row, a good one saved; then disable it
+            await rule.get_by_role("button", name="Edit").click()
+            editing = page.locator("#rules tbody tr").first
+            await editing.get_by_label("threshold or time").fill("high")
+            await editing.get_by_role("button", name="Save").click()
+            await expect(editing).to_contain_text("above: a threshold")
+            await page.wait_for_timeout(3500)  # a refresh meanwhile does not redraw the row being edited
+            await expect(editing.get_by_label("threshold or time")).to_have_value("high")
+            await editing.get_by_label("threshold or time").fill("170/105")
+            await editing.get_by_role("button", name="Save").click()
+            await expect(rule).to_contain_text("above 170/105")
+            await expect(rule).to_contain_text("162 over 97")  # its firings stay with it
+            await rule.get_by_role("button", name="Disable").click()
+            await expect(rule.get_by_role("button", name="Enable")).to_have_count(1)
+            [stored] = await gateway.memory.rules("frank")
+            assert "above:170/105" in stored.tags and "state:disabled" in stored.tags
+            await rule.get_by_role("button", name="Enable").click()
+            await expect(rule.get_by_role("button", name="Disable")).to_have_count(1)
 
             # the reflection, run now, and the portrait
             await expect(page.locator("#p-none")).to_be_visible()
