@@ -21,8 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-from firmware_protocol import Hello, ReadingAck, ReadingStatus, SensorReading, Welcome
+from firmware_protocol import Hello, Message, ReadingAck, ReadingStatus, SensorReading, Welcome, decode, encode
 from gateway.app import Gateway
 from gateway.cli.progress import progress
 from gateway.config import GatewayConfig
@@ -32,6 +33,7 @@ from gateway.links.coap import CoapLink
 from gateway.links.device_side import open_device
 from gateway.links.mqtt import MqttLink
 from gateway.links.mqtt_client import AsyncPaho
+from gateway.links.mqtt_device import MqttDevice
 from gateway.links.serial_link import SerialLink, SerialPort
 from gateway.links.websocket import WebSocketLink
 
@@ -44,17 +46,29 @@ def _free_port(kind: int) -> int:
         return s.getsockname()[1]
 
 
-async def _readings(conn: Any, n: int, window: int) -> float:
-    """Send n readings with at most `window` unacked; returns seconds until the last STORED ack."""
-    from firmware_protocol import decode, encode
+class _Bytes:
+    """A device connection of bytes (WebSocket, CoAP, serial) as messages: one encode, one decode."""
 
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    async def send(self, message: Message) -> None:
+        await self.conn.send(encode(message))
+
+    async def receive(self) -> Message:
+        return decode(await self.conn.recv())
+
+
+async def _readings(conn: Any, n: int, window: int) -> float:
+    """Send n readings with at most `window` unacked; returns seconds until the last STORED ack.
+    The device side costs one encode per reading and one decode per ack (MQTT: MqttDevice)."""
     start = time.perf_counter()
     sent = acked = 0
     while acked < n:
         while sent < n and sent - acked < window:
             sent += 1
-            await conn.send(encode(SensorReading(sent, "humidity", 0, VALUES)))
-        ack = decode(await asyncio.wait_for(conn.recv(), 30))
+            await conn.send(SensorReading(sent, "humidity", 0, VALUES))
+        ack = await asyncio.wait_for(conn.receive(), 30)
         if isinstance(ack, ReadingAck):
             if ack.status != ReadingStatus.STORED:
                 raise RuntimeError(f"reading {ack.seq} not stored: {ack}")
@@ -71,16 +85,20 @@ async def _through(cfg: GatewayConfig, runner: EngineRunner, link: Any, transpor
         await asyncio.wait_for(ready.wait(), 10)
         if isinstance(link, MqttLink):
             await asyncio.wait_for(link.connected.wait(), 10)
-        conn = await open_device(transport, url(), f"bench-{transport}")
-        from firmware_protocol import decode, encode
-
-        await conn.send(encode(Hello(device_id=f"bench-{transport}")))
-        assert isinstance(decode(await asyncio.wait_for(conn.recv(), 10)), Welcome)
+        device_id = f"bench-{transport}"
+        conn: Any
+        if isinstance(link, MqttLink):  # the device as a message connection: no bytes round trip
+            address = urlsplit(url())
+            conn = MqttDevice(device_id, prefix=address.path.strip("/") or "gw")
+            await conn.connect(address.hostname or "127.0.0.1", address.port or 1883)
+        else:
+            conn = _Bytes(await open_device(transport, url(), device_id))
+        await conn.send(Hello(device_id=device_id))
+        assert isinstance(await asyncio.wait_for(conn.receive(), 10), Welcome)
         cpu0 = time.process_time()
         seconds = await _readings(conn, n, window)
         cpu = time.process_time() - cpu0
-        if hasattr(conn, "close"):
-            await conn.close()
+        await (conn.close() if isinstance(conn, MqttDevice) else conn.conn.close())
         return {"readings": n, "per_s": round(n / seconds, 1), "cpu_us_per_reading": round(cpu / n * 1e6, 1)}
     finally:
         task.cancel()
@@ -91,8 +109,6 @@ async def _bare_paho(port: int, n: int, user: str | None, password: str | None,
                      host: str = "127.0.0.1") -> tuple[float, float]:
     """CPU microseconds per message and messages per second for paho publish (QoS 1) + receive
     through the same broker, with the same window of 32 messages in flight as the readings runs."""
-    from firmware_protocol import encode
-
     progress = asyncio.Event()
     count = 0
 

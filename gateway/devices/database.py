@@ -7,6 +7,10 @@ on the disk. The CLI uses `connect()` directly (it is not async).
 WAL mode lets the CLI read while the gateway writes; `synchronous=FULL` makes a committed
 transaction durable on disk before `run` returns, so an acknowledged reading survives a crash or
 a power cut, not only a killed process.
+
+`run_grouped` is for many small writes that each must be durable before they are answered (a
+sensor reading before its ack): the calls that arrive while a transaction is being committed
+wait for the next one and share its commit, so a burst of readings costs one fsync, not one each.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import sqlite3
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -91,12 +95,74 @@ class Database:
         self.path = path
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite")
         self._conn = self._executor.submit(connect, path).result()
+        self._group: list[tuple[Callable[..., Any], tuple[object, ...], asyncio.Future[Any]]] = []
+        self._committing = False  # a grouped transaction is on the database thread
+        self.group_commits = 0  # grouped transactions committed (the calls they held: grouped_calls)
+        self.grouped_calls = 0
 
     async def run(self, fn: Callable[..., T], *args: object) -> T:
         """Run `fn(conn, *args)` on the database thread."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, fn, self._conn, *args)
 
+    async def run_grouped(self, fn: Callable[..., T], *args: object) -> T:
+        """Run `fn(conn, *args)` on the database thread in one transaction with the other grouped
+        calls queued meanwhile (each in a savepoint: a call that raises is rolled back alone and
+        raises here); returns once that transaction is committed. `fn` must not commit itself."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[T] = loop.create_future()
+        self._group.append((fn, args, done))
+        if not self._committing:
+            self._commit_group(loop)
+        return await done
+
+    def _commit_group(self, loop: asyncio.AbstractEventLoop) -> None:
+        group, self._group = self._group, []
+        self._committing = True
+        calls = [(fn, args) for fn, args, _ in group]
+        committed = loop.run_in_executor(self._executor, _in_one_transaction, self._conn, calls)
+
+        def settle(committed: asyncio.Future[list[tuple[bool, Any]]]) -> None:
+            self._committing = False
+            self.group_commits += 1
+            self.grouped_calls += len(group)
+            failed = committed.exception()
+            for i, (_, _, done) in enumerate(group):
+                if done.done():  # its caller was cancelled
+                    continue
+                if failed is not None:
+                    done.set_exception(failed)
+                elif isinstance(outcome := committed.result()[i][1], BaseException):
+                    done.set_exception(outcome)
+                else:
+                    done.set_result(outcome)
+            if self._group:
+                self._commit_group(loop)
+
+        committed.add_done_callback(settle)
+
     def close(self) -> None:
         self._executor.submit(self._conn.close).result()
         self._executor.shutdown(wait=True)
+
+
+def _in_one_transaction(conn: sqlite3.Connection, calls: list[tuple[Callable[..., Any], tuple[object, ...]]]
+                        ) -> list[tuple[bool, Any]]:
+    """(True, result) or (False, the exception) per call, all committed together."""
+    outcomes: list[tuple[bool, Any]] = []
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for fn, args in calls:
+            conn.execute("SAVEPOINT grouped_call")
+            try:
+                outcomes.append((True, fn(conn, *args)))
+            except Exception as exc:  # this call's writes only are undone; the others go on
+                conn.execute("ROLLBACK TO grouped_call")
+                outcomes.append((False, exc))
+            conn.execute("RELEASE grouped_call")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return outcomes

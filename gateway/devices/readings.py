@@ -1,9 +1,11 @@
 """Sensor readings: validate, store durably (before the ack), deduplicate, publish on the bus.
 
 A reading is acknowledged STORED only after its row is committed (see database.py), and each
-device + seq is stored once: a resend is acked DUPLICATE and not published again. Readings are
-handled one at a time per device session (the session awaits the store before reading the next
-message), so a slow disk pushes back on the device instead of filling a queue.
+device + seq is stored once: a resend is acked DUPLICATE and not published again. A session
+handles its readings one at a time, or, where the device keeps several in flight (MQTT), at most
+32 side by side (gateway/devices/reading_acks.py: acked in order, the next waits for the oldest),
+so a slow disk pushes back on the device instead of filling a queue; readings that arrive
+together, from one device or many, share one commit (`Database.run_grouped`).
 """
 
 from __future__ import annotations
@@ -120,7 +122,7 @@ class SqliteReadingStore:
 
     async def insert(self, device_id: str, msg: SensorReading, received_at: float) -> tuple[int, bool]:
         try:
-            return await self._db.run(insert_reading, device_id, msg, received_at)
+            return await self._db.run_grouped(insert_reading, device_id, msg, received_at)  # shares a commit
         except sqlite3.Error as exc:
             raise StorageFailed(f"database error: {exc}") from exc
 

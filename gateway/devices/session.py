@@ -36,11 +36,12 @@ from gateway.bus import EventBus
 from gateway.config import GatewayConfig
 from gateway.devices.audio_codec import CodecConnection, plan_audio
 from gateway.devices.auth import Authenticator, AuthRefused
+from gateway.devices.reading_acks import ReadingAcks
 from gateway.devices.readings import ReadingService
 from gateway.devices.registry import SessionRegistry
 from gateway.engines.runner import EngineRunner
 from gateway.expression.service import ExpressionService
-from gateway.links.base import DeviceConnection, LinkClosed
+from gateway.links.base import DeviceConnection, LinkClosed, ManyInFlight
 from gateway.brain.contract import Brain
 from gateway.voice.conversation import Conversation
 from gateway.voice.events import BargedIn, Sink, TurnEvent, TurnEvents
@@ -147,8 +148,14 @@ async def serve_device(conn: DeviceConnection, services: SessionServices) -> Non
             wake=wake,
             mode=mode,
         )
-        async with services.registry.register(hello.device_id, conn, conversation, hello.capabilities, hello):
-            await _dispatch(peer, conversation, services, hello.device_id)
+        # readings stored side by side, acked in order, where the device keeps several in flight
+        acks = ReadingAcks(peer.send) if isinstance(conn, ManyInFlight) else None
+        try:
+            async with services.registry.register(hello.device_id, conn, conversation, hello.capabilities, hello):
+                await _dispatch(peer, conversation, services, hello.device_id, acks)
+        finally:
+            if acks is not None:
+                await acks.close()
     except LinkClosed as exc:
         log.info("%s: disconnected (%s)", peer.name, exc)
     finally:
@@ -173,14 +180,14 @@ def _turn_events(services: SessionServices, device_id: str, peer: _Peer, listen_
     return TurnEvents(sinks, services.bus)
 
 
-async def _on_reading(peer: _Peer, services: SessionServices, device_id: str, msg: SensorReading) -> None:
+async def _reading_ack(services: SessionServices, device_id: str, peer_name: str, msg: SensorReading) -> ReadingAck:
     if services.readings is None:
-        await peer.send(ReadingAck(msg.seq, ReadingStatus.REJECTED, "storage-failed", "this gateway stores no readings"))
-        return
-    await peer.send(await services.readings.handle(device_id, peer.name, msg))
+        return ReadingAck(msg.seq, ReadingStatus.REJECTED, "storage-failed", "this gateway stores no readings")
+    return await services.readings.handle(device_id, peer_name, msg)
 
 
-async def _dispatch(peer: _Peer, conv: Conversation, services: SessionServices, device_id: str) -> None:
+async def _dispatch(peer: _Peer, conv: Conversation, services: SessionServices, device_id: str,
+                    acks: ReadingAcks | None) -> None:
     while True:
         msg = await peer.conn.receive()
         if isinstance(msg, ProtocolError):
@@ -197,7 +204,10 @@ async def _dispatch(peer: _Peer, conv: Conversation, services: SessionServices, 
         elif isinstance(msg, TextInput):
             await conv.on_text(msg.text)
         elif isinstance(msg, SensorReading):
-            await _on_reading(peer, services, device_id, msg)
+            if acks is None:  # one at a time: the answer to this message is sent before the next is read
+                await peer.send(await _reading_ack(services, device_id, peer.name, msg))
+            else:
+                await acks.submit(_reading_ack(services, device_id, peer.name, msg))
         elif isinstance(msg, ExpressionSetup):
             if services.expression is not None:
                 services.expression.configure(device_id, msg)

@@ -40,6 +40,13 @@ class DeviceConnection(Protocol):
     async def close(self, reason: str = "") -> None: ...
 
 
+class ManyInFlight:
+    """Marks a connection whose device sends its next messages before the answers to the last
+    (MQTT: QoS 1 publishes in flight). Its session stores readings side by side and acks them in
+    order (gateway/devices/reading_acks.py); other connections are answered one message at a time,
+    so e.g. a CoAP response still carries the ack of the reading it posted."""
+
+
 ConnectionHandler = Callable[[DeviceConnection], Awaitable[None]]
 
 

@@ -45,7 +45,7 @@ import paho.mqtt.client as paho
 from firmware_protocol import AudioChunk, Error, Hello, Message, ProtocolError, decode, encode
 from firmware_protocol.messages import DEVICE_ID_PATTERN
 from gateway.links.mqtt_dedup import RedeliveryFilter
-from gateway.links.base import ConnectionHandler, LinkClosed, LinkServices
+from gateway.links.base import ConnectionHandler, LinkClosed, LinkServices, ManyInFlight
 from gateway.links.mqtt_broker import EmbeddedBroker
 from gateway.links.mosquitto import MosquittoBroker, MosquittoMissing
 from gateway.links.mqtt_client import AsyncPaho, Will, stay_connected
@@ -65,7 +65,7 @@ def qos_for(message: Message) -> int:
     return 0 if isinstance(message, AudioChunk) else 1
 
 
-class MqttDeviceConnection:
+class MqttDeviceConnection(ManyInFlight):
     """The gateway's view of one device reachable under `P/D/`."""
 
     def __init__(self, link: "MqttLink", device_id: str) -> None:

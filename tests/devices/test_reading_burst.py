@@ -1,0 +1,97 @@
+"""Readings in flight side by side: grouped commits (Database.run_grouped) and in-order acks
+(gateway/devices/reading_acks.py), through the real embedded mosquitto and real SQLite."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from firmware_protocol import Hello, ReadingAck, ReadingStatus, SensorReading, Welcome
+from gateway.app import Gateway
+from gateway.config import parse_config
+from gateway.devices.database import Database, connect
+from gateway.devices.reading_acks import READINGS_IN_FLIGHT, ReadingAcks
+from gateway.devices.readings import list_readings
+from gateway.links.base import LinkClosed
+from gateway.links.mqtt import MqttLink
+from gateway.links.mqtt_device import MqttDevice
+
+ROOT = Path(__file__).resolve().parents[2]
+HUMID = (("percent", "%", 45.0),)
+
+
+def _put(conn: sqlite3.Connection, key: str) -> int:
+    cur = conn.execute("INSERT INTO devices (device_id, token_hash, created_at) VALUES (?, '', 0)", (key,))
+    return int(cur.lastrowid or 0)
+
+
+async def test_grouped_writes_share_commits_and_one_that_fails_is_undone_alone(tmp_path):
+    db = Database(tmp_path / "g.db")
+    try:
+        keys = [f"dev-{i}" for i in range(40)] + ["dev-3"]  # the last one breaks the primary key
+        results = await asyncio.gather(*(db.run_grouped(_put, key) for key in keys), return_exceptions=True)
+        assert all(isinstance(r, int) for r in results[:40])
+        assert isinstance(results[40], sqlite3.IntegrityError)
+        assert db.grouped_calls == 41 and db.group_commits < 41  # the calls queued meanwhile shared one
+        # committed: a second connection sees every row, and the failed one's savepoint left nothing
+        other = connect(tmp_path / "g.db")
+        assert other.execute("SELECT count(*) FROM devices").fetchone()[0] == 40
+        other.close()
+    finally:
+        db.close()
+
+
+async def test_a_failed_ack_ends_the_session_at_the_next_reading_and_later_acks_are_not_sent(tmp_path):
+    sent: list[int] = []
+
+    async def send(message: ReadingAck) -> None:
+        if message.seq == 2:
+            raise LinkClosed("gone")
+        sent.append(message.seq)
+
+    async def ack(seq: int) -> ReadingAck:
+        await asyncio.sleep(0)
+        return ReadingAck(seq, ReadingStatus.STORED)
+
+    acks = ReadingAcks(send, window=4)
+    for seq in (1, 2, 3):
+        await acks.submit(ack(seq))
+    await asyncio.sleep(0.05)
+    with pytest.raises(LinkClosed):
+        await acks.submit(ack(4))
+    await acks.close()
+    await acks.close()
+    assert sent == [1]
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_burst_of_readings_over_mqtt_is_acked_in_order_each_stored_once(fake_runner, tmp_path):
+    cfg = parse_config({"devices": {"database": str(tmp_path / "g.db"), "open_enrolment": True,
+                                    "max_readings_per_minute": 0}}, ROOT)
+    link = MqttLink("127.0.0.1", 0, embedded=True)
+    gateway = Gateway(cfg, fake_runner, [link])
+    ready = asyncio.Event()
+    task = asyncio.create_task(gateway.serve(ready))
+    try:
+        await asyncio.wait_for(ready.wait(), 10)
+        await asyncio.wait_for(link.connected.wait(), 10)
+        dev = MqttDevice("burst-1")
+        await dev.connect("127.0.0.1", link.port)
+        await dev.send(Hello(device_id="burst-1"))
+        assert isinstance(await asyncio.wait_for(dev.receive(), 5), Welcome)
+        seqs = list(range(1, 3 * READINGS_IN_FLIGHT + 1)) + [5, 17]  # two resends inside the burst
+        for seq in seqs:  # all at once: more than a session takes in flight
+            await dev.send(SensorReading(seq, "humidity", 0, HUMID))
+        acks = [await asyncio.wait_for(dev.receive(), 10) for _ in seqs]
+        assert [a.seq for a in acks] == seqs  # in the order sent
+        assert [a.status for a in acks] == [ReadingStatus.STORED] * (len(seqs) - 2) + [ReadingStatus.DUPLICATE] * 2
+        rows = await gateway.db.run(list_readings, "burst-1", None, 1000)
+        assert sorted(r.seq for r in rows) == seqs[:-2]
+        assert gateway.db.group_commits < len(seqs) - 2  # readings that arrived together shared commits
+        await dev.close()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
