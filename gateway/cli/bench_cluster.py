@@ -34,8 +34,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
 from gateway.cli.cluster_rig import ClusterRig
 
 BOUND_S = 8.0  # docs/SCALE-OUT.md
@@ -49,6 +47,8 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def _rows(dsn: str) -> int:
+    import psycopg  # the postgres extra: imported here so that `gateway` runs without it
+
     with psycopg.connect(dsn) as conn:
         try:
             return int(conn.execute("SELECT count(*) FROM readings").fetchone()[0])
@@ -109,6 +109,8 @@ async def _one(n: int, args: argparse.Namespace, dsn: str, root: Path) -> dict[s
     finally:
         await rig.stop()
     out["overlapping_leases"] = len(rig.observer.overlaps())
+    import psycopg  # the postgres extra
+
     with psycopg.connect(dsn) as conn:
         counts = {(d, s): c for d, s, c in conn.execute("SELECT device_id, seq, count(*) FROM readings GROUP BY 1, 2")}
     acked = [(b.device_id, seq) for b in rig.boxes for seq in b.acked]
