@@ -15,7 +15,8 @@ Measured figures: README, Benchmarks.
 
 Decoding is greedy: encoder once, then the merged decoder one token at a time with its key/value
 cache (step 0 runs the no-cache branch and yields the cross-attention cache; later steps update
-only the self-attention cache, as sherpa-onnx does).
+only the self-attention cache, as sherpa-onnx does). It stops at EOS, at the length bound, or
+when the output starts repeating itself (gateway/engines/decode_loop.py), keeping one copy.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime
 
+from gateway.engines.decode_loop import loop_start
 from gateway.engines.sherpa_asr import SAMPLE_RATE, _as_input, _require_files, clean_transcript
 from gateway.errors import AsrError, ModelError
 
@@ -108,6 +110,8 @@ class MoonshineOnnxAsr:
             if token == EOS:
                 break
             out.append(token)
+            if (keep := loop_start(out)) is not None:  # repeating itself (in noise): stop, keep one copy
+                return out[:keep]
             for name, value in zip(self._present, result[1:]):
                 if step == 0 or ".decoder." in name:  # the cross-attention cache is made once
                     cache[name.replace("present.", "past_key_values.", 1)] = value
