@@ -2,7 +2,8 @@
 
 It follows one turn's events (gateway/voice/events.py) per device: `Transcribed` opens the turn
 (what was said), each `SentenceExpressed` adds its sentence's audio (what the TTS made for the
-device), `ReplyEnded` / `TurnFailed` give the reply shown, `TurnFinished` its metrics (the latency
+device), `ReplyEnded` / `TurnFailed` give the reply shown (after a barge-in the audio keeps only the
+sentences that began to play), `TurnFinished` its metrics (the latency
 from the end of speech to the first reply audio, and which brain answered). Every change of a
 turn is offered to the live listeners (the console's WebSocket, gateway/console/api_talk.py).
 
@@ -54,6 +55,7 @@ class TalkTurn:
     done: bool = False  # TurnFinished was seen
     rate: int = 0  # the reply audio's sample rate
     pcm: bytearray = field(default_factory=bytearray)  # int16 mono, the reply's sentences in order
+    pieces: list[tuple[str, int]] = field(default_factory=list)  # (sentence text, its bytes in pcm)
 
     @property
     def audio_seconds(self) -> float:
@@ -131,9 +133,11 @@ class TalkLog:
         if turn is None:
             return  # an announcement, or a turn that began before the console listened
         if isinstance(event, SentenceExpressed):
-            self._add_audio(turn, event.pcm, event.sample_rate)
+            self._add_audio(turn, event.expression.text, event.pcm, event.sample_rate)
         elif isinstance(event, ReplyEnded):
             turn.answered, turn.aborted = event.display, event.aborted
+            if event.aborted:
+                self._keep_played(turn, event.speech)
         elif isinstance(event, TurnFailed):
             turn.failed, turn.answered = event.code, turn.answered or event.text
         elif isinstance(event, TurnFinished):
@@ -167,9 +171,21 @@ class TalkLog:
     def _forget(self, turn: TalkTurn) -> None:
         self._by_id.pop(turn.id, None)
         self._audio_bytes -= len(turn.pcm)
-        turn.pcm = bytearray()
+        turn.pcm, turn.pieces = bytearray(), []
 
-    def _add_audio(self, turn: TalkTurn, pcm: bytes, rate: int) -> None:
+    def _keep_played(self, turn: TalkTurn, speech: str) -> None:
+        """After a barge-in: only the audio of the sentences that began to play (they are in `speech`,
+        in order); a sentence synthesized ahead but never heard is dropped."""
+        kept, at = 0, 0
+        for text, size in turn.pieces:
+            found = speech.find(text, at)
+            if found < 0:
+                break
+            at, kept = found + len(text), kept + size
+        self._audio_bytes -= len(turn.pcm) - kept
+        del turn.pcm[kept:]
+
+    def _add_audio(self, turn: TalkTurn, text: str, pcm: bytes, rate: int) -> None:
         if turn.rate and rate != turn.rate:
             log.warning("console talk: %s changed its audio rate within a reply (%d -> %d Hz); the rest not kept",
                         turn.device_id, turn.rate, rate)
@@ -178,11 +194,12 @@ class TalkLog:
         room = int(MAX_REPLY_S * rate) * 2 - len(turn.pcm)
         piece = pcm[: max(0, room) // 2 * 2]
         turn.pcm += piece
+        turn.pieces.append((text, len(piece)))
         self._audio_bytes += len(piece)
         if self._audio_bytes > MAX_AUDIO_BYTES:
             for old in sorted((t for ts in self._devices.values() for t in ts if t.pcm and t is not turn), key=lambda t: t.ts):
                 self._audio_bytes -= len(old.pcm)
-                old.pcm = bytearray()
+                old.pcm, old.pieces = bytearray(), []
                 if self._audio_bytes <= MAX_AUDIO_BYTES:
                     break
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from gateway.console import talk_log
 from gateway.console.talk_log import TalkLog
+from gateway.expression.sentence import SentenceExpression
 from gateway.expression.service import SentenceExpressed
 from gateway.voice.events import ReplyEnded, Transcribed, TurnFailed, TurnFinished, TurnMetrics
 
@@ -18,10 +19,15 @@ def _pcm(seconds: float) -> bytes:
     return np.zeros(int(seconds * RATE), "<i2").tobytes()
 
 
+def _said(device: str, text: str, seconds: float) -> SentenceExpressed:
+    expression = SentenceExpression(text, None, 0.0, (), (), 40, seconds * 1000, False)
+    return SentenceExpressed(device, 1, expression, _pcm(seconds), RATE)
+
+
 def _turn(log: TalkLog, device: str, said: str, reply: str = "Fine.", *, seconds: float = 0.5,
           brain: str = "local", latency: float = 120.0) -> None:
     log.on_event(Transcribed(device, said))
-    log.on_event(SentenceExpressed(device, 1, None, _pcm(seconds), RATE))  # type: ignore[arg-type]
+    log.on_event(_said(device, reply, seconds))
     log.on_event(ReplyEnded(device, reply, reply))
     log.on_event(TurnFinished(device, TurnMetrics(device, endpoint_to_first_audio_ms=latency, brain=brain)))
 
@@ -86,3 +92,15 @@ def test_over_the_audio_budget_the_oldest_turns_lose_their_audio_first(monkeypat
     newest, middle, oldest = log.recent()
     assert (oldest.said, oldest.audio_seconds, oldest.as_dict()["audio"]) == ("q0", 0.0, None)
     assert middle.audio_seconds == 1.0 and newest.audio_seconds == 1.0
+
+
+def test_after_a_barge_in_the_audio_keeps_only_the_sentences_that_began_to_play() -> None:
+    log = TalkLog(lambda d: d, 5)
+    log.on_event(Transcribed("box", "Tell me a story."))
+    for text, seconds in (("Once upon a time.", 1.0), ("There was a box.", 2.0), ("It spoke.", 0.5)):
+        log.on_event(_said("box", text, seconds))  # synthesized ahead of the playback
+    log.on_event(ReplyEnded("box", "Once upon a time. There was a box.", "Once upon a time. There was a box.", aborted=True))
+    log.on_event(TurnFinished("box", TurnMetrics("box", endpoint_to_first_audio_ms=50, barged_in=True, brain="local")))
+    [turn] = log.recent()
+    assert turn.aborted and turn.audio_seconds == 3.0
+    assert turn.as_dict()["answered"] == "Once upon a time. There was a box."
