@@ -1,8 +1,9 @@
 """paho-mqtt 2.x driven by the asyncio event loop: no `loop_start()` thread, no locks.
 
-paho's socket is watched with the loop's reader/writer callbacks (`loop_read` / `loop_write`),
-and a small task runs `loop_misc` (keep-alive pings, retries) once a second. So paho's callbacks
-run on the event loop thread, in order, and can touch asyncio objects directly. Only paho's
+paho's socket is watched with the loop's reader callback (`loop_read`); what paho has to send is
+written at the end of the loop pass that queued it (`loop_write`; the writer callback only when
+the socket did not take it all), and a small task runs `loop_misc` (keep-alive pings, retries)
+once a second. So paho's callbacks run on the event loop thread, in order, and can touch asyncio objects directly. Only paho's
 `connect` (name lookup + TCP connect, up to paho's 5 s connect timeout when the broker is
 unreachable) runs on a worker thread; the socket callbacks it makes there are handed to the
 loop. Used by the gateway's MQTT link and by MQTT devices (the simulator, tests).
@@ -79,9 +80,11 @@ class AsyncPaho:
         self.client.on_disconnect = self._on_disconnect
         self.client.on_socket_open = self._on_socket_open
         self.client.on_socket_close = self._on_socket_close
-        self.client.on_socket_register_write = lambda c, u, sock: self._on_loop(self._loop.add_writer, sock, c.loop_write)
-        self.client.on_socket_unregister_write = lambda c, u, sock: self._on_loop(self._loop.remove_writer, sock)
+        self.client.on_socket_register_write = lambda c, u, sock: self._on_loop(self._write_soon, c, sock)
+        self.client.on_socket_unregister_write = lambda c, u, sock: self._on_loop(self._unwatch_write)
         self._loop_thread = threading.get_ident()
+        self._write_scheduled = False
+        self._writer_fd: int | None = None  # watched for writability: a write the socket did not take whole
         self._connack: asyncio.Future[str | None] | None = None
         self.disconnected = asyncio.Event()
         self._misc: asyncio.Task[None] | None = None
@@ -93,6 +96,28 @@ class AsyncPaho:
             fn(*args)
         else:
             self._loop.call_soon_threadsafe(fn, *args)
+
+    def _write_soon(self, client: paho.Client, sock: socket.socket) -> None:
+        """paho has packets to send: written at the end of this loop pass, all the pass's publishes
+        and acks in one go, without registering the socket for writability each time; only what
+        the socket did not take waits for it to be writable."""
+        if not self._write_scheduled:
+            self._write_scheduled = True
+            self._loop.call_soon(self._write_now, client, sock)
+
+    def _write_now(self, client: paho.Client, sock: socket.socket) -> None:
+        self._write_scheduled = False
+        if client.socket() is not sock:  # closed meanwhile
+            return
+        client.loop_write()
+        if client.want_write() and client.socket() is sock and self._writer_fd is None:
+            self._writer_fd = sock.fileno()
+            self._loop.add_writer(self._writer_fd, client.loop_write)
+
+    def _unwatch_write(self) -> None:
+        if self._writer_fd is not None:
+            self._loop.remove_writer(self._writer_fd)
+            self._writer_fd = None
 
     def _on_socket_open(self, client: paho.Client, userdata: object, sock: socket.socket) -> None:
         try:  # paho leaves Nagle on: each small publish then waits for the previous one's TCP ack,
@@ -112,6 +137,7 @@ class AsyncPaho:
         if fd >= 0:
             self._loop.remove_reader(fd)
             self._loop.remove_writer(fd)
+        self._writer_fd = None
         if self._misc is not None:
             self._misc.cancel()
 
