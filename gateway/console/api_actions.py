@@ -7,8 +7,11 @@ The file itself tolerates a broken row (it is logged and skipped); from the cons
 any problem is refused whole, so what the page saves is exactly what the gateway will use.
 
     GET  actions          {"path", "text", "codes": [codes]}
-    POST actions/check    {"text"} -> {"ok": true, "codes"} or 400 with "problems": [{line, message}]
+    POST actions/check    {"text"} -> {"ok": true, "codes", "warnings"} or 400 with "problems": [{line, message}]
     POST actions          {"text"} -> the file replaced (atomically); with a problem: 400, the file unchanged
+
+`warnings` name the codes other files use that the table does not have (the hints of
+expression.hints, the device tools of xiaozhi.device_actions): saved anyway, as the files allow.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +53,15 @@ def _write(path: Path, text: str) -> None:
 
 
 class ActionsApi:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, used_elsewhere: Callable[[], Mapping[str, set[str]]] = dict) -> None:
         self._path = path
+        self._used_elsewhere = used_elsewhere  # file -> the action codes it names (read on a thread)
+
+    async def _warnings(self, rules: list[ActionRule]) -> list[str]:
+        codes = {r.action.code for r in rules}
+        used = await asyncio.to_thread(self._used_elsewhere)
+        return [f"{where} names action {code!r}, which this table does not have"
+                for where, named in used.items() for code in sorted(named - codes)]
 
     def routes(self) -> Routes:
         return {("GET", "actions"): self.get, ("POST", "actions/check"): self.check, ("POST", "actions"): self.save}
@@ -67,7 +78,8 @@ class ActionsApi:
         return text if text.endswith("\n") else text + "\n"
 
     async def check(self, request: ApiRequest) -> dict[str, Any]:
-        return {"ok": True, "codes": [r.action.code for r in check(self._text(request))]}
+        rules = check(self._text(request))
+        return {"ok": True, "codes": [r.action.code for r in rules], "warnings": await self._warnings(rules)}
 
     async def save(self, request: ApiRequest) -> dict[str, Any]:
         text = self._text(request)
@@ -75,4 +87,7 @@ class ActionsApi:
         await asyncio.to_thread(_write, self._path, text)
         log.info("%s: action rules %s replaced (%d rules); used from the next sentence", request.peer, self._path,
                  len(rules))
-        return {"ok": True, "codes": [r.action.code for r in rules]}
+        warnings = await self._warnings(rules)
+        for warning in warnings:
+            log.warning("action rules %s: %s", self._path, warning)
+        return {"ok": True, "codes": [r.action.code for r in rules], "warnings": warnings}

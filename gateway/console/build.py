@@ -22,6 +22,8 @@ from gateway.console.talk_log import TalkLog
 from gateway.console.sessions import Sessions, store_beside
 from gateway.console.throttle import LoginThrottle
 from gateway.devices.database import Database
+from gateway.devices.device_actions import DeviceActions
+from gateway.expression.hints import HintMap
 from gateway.devices.registry import SessionRegistry
 from gateway.memory.device_users import DevicePeople, user_of
 from gateway.memory.rule_book import RuleBook
@@ -68,7 +70,13 @@ def build_console(cfg: GatewayConfig, db: Database, registry: SessionRegistry, m
     routes = {**DevicesApi(db, registry, settings).routes(), **ReadingsApi(db, person_of, rules_of, people).routes(),
               **HealthApi(registry, _ports(cfg), models, log_tail, partial(checks_without_engines, cfg)).routes(), **MemoryApi(memory, people).routes(),
               **RulesApi(RuleBook(memory) if memory is not None else None).routes(), **ProfileApi(memory).routes(),
-              **RepliesApi(cfg.path(cfg.brain.replies)).routes(), **ActionsApi(cfg.path(cfg.expression.action_rules)).routes()}
+              **RepliesApi(cfg.path(cfg.brain.replies)).routes()}
+    hints, device_actions = HintMap(cfg.path(cfg.expression.hints)), cfg.path(cfg.xiaozhi.device_actions)
+
+    def action_codes_used() -> dict[str, set[str]]:  # what names an action code besides the rules
+        return {str(hints.path): hints.action_codes(), str(device_actions): set(DeviceActions.load(device_actions).calls)}
+
+    routes |= ActionsApi(cfg.path(cfg.expression.action_rules), action_codes_used).routes()
     talk = TalkApi(talk_log := TalkLog(person_of, c.talk_turns))
     routes |= talk.routes()
     return ConsoleServer(password, Sessions(c.session_hours * 3600, store=store_beside(password.path)), LoginThrottle(c.max_failed_logins), routes,

@@ -124,6 +124,10 @@ class HintMap:
         self._file = WatchedFile(self.path, lambda t: _parse_text(t, str(self.path)), HintTable())
         self._missing: set[str] = set()  # action codes already reported as absent from the rules
 
+    def action_codes(self) -> set[str]:
+        """The action codes the hints name (the file as it is now)."""
+        return {m.action for m in self._file.get().meanings.values() if m.action}
+
     def resolve(self, hints: Hints, action_by_code: Callable[[str], Action | None]) -> Hinted:
         if not hints:
             return Hinted()

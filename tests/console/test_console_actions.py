@@ -61,6 +61,11 @@ async def test_bad_action_rules_are_refused_line_by_line_and_a_good_table_is_use
 
         saved = await admin.request("POST", "/console/api/actions", {"text": _renamed(original, "social.grateful")})
         assert saved.status == 200 and "social.grateful" in saved.json()["codes"]
+        assert not [w for w in saved.json()["warnings"] if "social." in w]  # no other file names social.thanks
+        no_hello = original.replace("greeting.hello,", "greeting.hi,", 1)  # hints.yaml and device_actions.yaml name it
+        warned = (await admin.request("POST", "/console/api/actions/check", {"text": no_hello})).json()["warnings"]
+        assert any("hints.yaml names action 'greeting.hello'" in w for w in warned)
+        assert any("device_actions.yaml names action 'greeting.hello'" in w for w in warned)
         assert await _action_codes(console_gateway, fake_speak, "Thank you.") == ["social.grateful"]
     finally:
         path.write_text(original, encoding="utf-8")

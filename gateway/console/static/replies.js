@@ -86,7 +86,7 @@ async function sendActions(path, done) {
   try {
     const r = await api("POST", path, {text: $("act-text").value});
     showActionProblems(null);
-    $("act-status").textContent = `${done}: ${r.codes.length} rules`;
+    $("act-status").textContent = `${done}: ${r.codes.length} rules` + (r.warnings.length ? `; note: ${r.warnings.join("; ")}` : "");
     $("act-status").className = "ok";
   } catch (e) { showActionProblems(e); }
 }
