@@ -4,8 +4,10 @@ kernels need (the int8 Moonshine decoder and the int8 MiniLM run on them).
 onnxruntime 1.32 registers its 8-bit block-quantized int8 kernels (accuracy level 4) for x86-64
 with AVX2 and for ARM64 with the dot-product extension (ARMv8.2 `asimddp`: Raspberry Pi 5's
 Cortex-A76, not Pi 4's Cortex-A72); elsewhere the operator falls back to dequantizing the whole
-weight matrix at every call, many times slower than multiplying by float weights. Read from
-/proc/cpuinfo (the kernel's own list of the CPU's features).
+weight matrix at every call, many times slower than multiplying by float weights. There the
+Moonshine decoder runs its DynamicQuantizeMatMul variant (moonshine_nbits.py, 8-bit integer GEMM
+with plain NEON kernels) and the MiniLM its float products. Read from /proc/cpuinfo (the kernel's
+own list of the CPU's features).
 """
 
 from __future__ import annotations
