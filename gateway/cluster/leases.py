@@ -48,6 +48,11 @@ WHERE holder = %(me)s AND device_id = ANY(%(devices)s::text[])
 """
 
 
+RELEASE_ALL = """
+UPDATE device_leases SET expires_at = '-infinity' WHERE holder = %(me)s AND expires_at > now()
+"""
+
+
 class LeaseStoreDown(Exception):
     """PostgreSQL did not answer (unreachable, restarting, too slow); str() says why."""
 
@@ -102,6 +107,10 @@ class PgLeases:
         """Free them at once (a clean stop, a device that went offline or moved)."""
         if devices:
             await self._run(RELEASE, devices)
+
+    async def release_all(self) -> None:
+        """Free every lease of this holder (a clean stop), claimed a moment ago or long held."""
+        await self._run(RELEASE_ALL, [])
 
     async def close(self) -> None:
         async with self._lock:

@@ -86,6 +86,7 @@ class ClusterNode:
         self._port: ClusterPort | None = None
         self._wake = asyncio.Event()
         self._outage_logged = -OUTAGE_LOG_S
+        self._leaving = False  # a clean stop has begun: no more claims or renewals
         self.takeovers = 0  # leases taken (each one a device served from then on)
 
     # -- topics ---------------------------------------------------------------------------------
@@ -204,7 +205,7 @@ class ClusterNode:
                     self._hand_over(device_id, "its lease was not renewed in time")
             try:
                 await self._release()
-                if connected.is_set():
+                if connected.is_set() and not self._leaving:
                     if now >= next_renew:
                         next_renew = now + self.ttl_s / 3
                         await self._renew()
@@ -243,6 +244,8 @@ class ClusterNode:
             return
         started = self._clock()
         granted = await self.leases.claim(wanted)
+        if self._leaving:  # leave() releases them all
+            return
         for device_id in wanted:
             epoch = granted.get(device_id)
             if epoch is None:
@@ -262,11 +265,12 @@ class ClusterNode:
 
     async def leave(self) -> None:
         """A clean stop: the member record deleted and every lease released at once."""
+        self._leaving = True  # the timer (still running meanwhile) claims nothing more
         if self._port is not None:
             self._port.publish(self.member_topic(self.me), b"", retain=True)
         held, self.held = sorted(self.held), {}
-        try:
-            await self.leases.release(held)
+        try:  # every lease of this member, including one a claim in flight has just taken
+            await self.leases.release_all()
         except LeaseStoreDown as exc:
             log.warning("cluster %s: could not release %d leases (%s): they run out within %.0f s",
                         self.me, len(held), exc, self.ttl_s)

@@ -25,6 +25,8 @@ async def test_only_one_of_two_gateways_gets_a_device_and_the_other_after_it_run
         assert await a.renew(mine) == {}  # the old holder learns it lost them
         await b.release(mine)
         assert await a.claim(mine) == {d: got_a[d] + 2 for d in mine}  # released: free at once
+        await a.release_all()  # a clean stop: everything a held is free for b
+        assert sorted(await b.claim(["box-1", "box-2"])) == ["box-1", "box-2"]
     finally:
         await a.close()
         await b.close()
