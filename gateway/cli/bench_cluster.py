@@ -72,6 +72,7 @@ async def _throughput(rig: ClusterRig, dsn: str, window_s: float) -> dict[str, A
 
 async def _failovers(rig: ClusterRig, members: list[str], sig: signal.Signals, count: int) -> dict[str, Any]:
     times: list[float] = []
+    rounds: list[dict[str, Any]] = []
     missing = 0
     for _ in range(count):
         holders = rig.holders()
@@ -81,6 +82,8 @@ async def _failovers(rig: ClusterRig, members: list[str], sig: signal.Signals, c
         back = await rig.failover(orphans, at, victim, timeout=3 * BOUND_S)
         times += back.values()
         missing += len(orphans) - len(back)
+        rounds.append({"member": victim, "devices": len(orphans),
+                       "seconds": sorted(round(t, 2) for t in back.values())})
         if sig == signal.SIGSTOP:
             rig.kill(victim, signal.SIGCONT)
         else:
@@ -88,7 +91,8 @@ async def _failovers(rig: ClusterRig, members: list[str], sig: signal.Signals, c
             await rig.start_members([victim])
         await rig.wait_all_served(timeout=6 * BOUND_S, readings=2)
     return {"devices_moved": len(times), "not_served_again": missing, "p50_s": round(_pct(times, 0.5), 2),
-            "p95_s": round(_pct(times, 0.95), 2), "max_s": round(max(times, default=float("nan")), 2)}
+            "p95_s": round(_pct(times, 0.95), 2), "max_s": round(max(times, default=float("nan")), 2),
+            "rounds": rounds}
 
 
 async def _one(n: int, args: argparse.Namespace, dsn: str, root: Path) -> dict[str, Any]:
@@ -126,6 +130,11 @@ async def _bench(args: argparse.Namespace) -> list[dict[str, Any]]:
         raise SystemExit(f"error: set {args.dsn_env} to a PostgreSQL DSN (a database the benchmark may write to)")
     results = []
     for n in args.gateways:
+        if args.keep is not None:  # the members' logs and the broker's stay there
+            root = args.keep / f"{n}-gateways-{int(time.time())}"
+            root.mkdir(parents=True)
+            results.append(await _one(n, args, dsn, root))
+            continue
         with tempfile.TemporaryDirectory(prefix=f"bench-cluster-{n}-") as tmp:
             results.append(await _one(n, args, dsn, Path(tmp)))
     return results
@@ -169,5 +178,6 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     bc.add_argument("--signals", nargs="+", choices=("kill", "stop"), default=["kill", "stop"],
                     help="kill: SIGKILL (a crash), stop: SIGSTOP (a hang); default both")
     bc.add_argument("--dsn-env", default="GATEWAY_PG_DSN", help="the variable holding the PostgreSQL DSN")
+    bc.add_argument("--keep", type=Path, metavar="DIR", help="keep each run's member logs under DIR")
     bc.add_argument("--json", action="store_true", help="print the figures as JSON")
     bc.set_defaults(func=run)

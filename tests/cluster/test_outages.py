@@ -1,7 +1,7 @@
 """Cluster mode when PostgreSQL goes away: the fence holds and nothing acknowledged is lost.
 
 Two member processes, four sensor boxes, short timings (leases of 1.5 s). PostgreSQL is stopped
-for longer than a lease: no member can renew, so each ends its sessions before its leases could
+for five lease lives: no member can renew, so each ends its sessions before its leases could
 have run out and answers nothing more (no downlink is seen from a lease's end until PostgreSQL is
 back), readings are not acknowledged meanwhile (the boxes keep them and resend). Once it is back
 the members take their leases again, every box is served and every acknowledged reading is in
@@ -23,7 +23,7 @@ from gateway.links.mosquitto import find_mosquitto
 pytestmark = pytest.mark.skipif(find_mosquitto() is None, reason="needs mosquitto (Debian package mosquitto)")
 
 FAST = {"heartbeat_s": 0.5, "member_timeout_s": 1.5, "lease_ttl_s": 1.5}
-DELIVERY_SLACK_S = 1.0  # a downlink sent just before its lease ran out, still on its way
+DELIVERY_SLACK_S = 2.0  # a downlink sent just before its lease ran out, still on its way (a busy machine)
 
 
 async def test_postgresql_down_longer_than_a_lease_silences_the_members_and_loses_nothing(
@@ -37,7 +37,7 @@ async def test_postgresql_down_longer_than_a_lease_silences_the_members_and_lose
 
         await asyncio.to_thread(postgres_server.stop)
         stopped = time.monotonic()
-        await asyncio.sleep(FAST["lease_ttl_s"] * 3)
+        await asyncio.sleep(FAST["lease_ttl_s"] * 5)
         await asyncio.to_thread(postgres_server.start)
         restarted = time.monotonic()
 
@@ -49,7 +49,7 @@ async def test_postgresql_down_longer_than_a_lease_silences_the_members_and_lose
 
     silent_from = stopped + FAST["lease_ttl_s"] + DELIVERY_SLACK_S
     spoke = [d for d in rig.observer.seen if silent_from < d.at < restarted]
-    assert spoke == []  # nobody could prove a lease: nobody answered (no ReadingAck either)
+    assert spoke == [], spoke[:5]  # nobody could prove a lease: nobody answered (no ReadingAck either)
     assert any("PostgreSQL unreachable for the device leases" in rig.log(m) for m in ("gw-a", "gw-b"))
     assert rig.observer.overlaps() == []
     with psycopg.connect(postgres_dsn) as conn:
