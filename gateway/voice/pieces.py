@@ -4,13 +4,16 @@ The TTS makes a sentence's audio only once the whole sentence is done (piper has
 within a sentence), so a 40-word first sentence would keep its first audio back for its whole
 synthesis. The Speaker instead synthesizes the first sentence of a reply clause by clause
 (`synthesis_pieces`), sends the first clause's audio as soon as it is ready and the others, in the
-same audio stream, behind it. `join_edges` trims each cut's silence to a natural pause (piper
-ends every piece as if the sentence ended there: ~300 ms of silence after a comma) with a short
-fade, so the pieces play as one stream without a gap or a click; the phoneme timings are trimmed
-with the audio, so the visemes stay on it.
+same audio stream, behind it; the first piece is short to say (`spoken_words`: "7:45" takes three
+words, so a memory answer's "Measured at 7:45 AM today:" is cut too). `join_edges` trims each
+cut's silence to a natural pause (piper ends every piece as if the sentence ended there: ~300 ms
+of silence after a comma) with a short fade, so the pieces play as one stream without a gap or a
+click; the phoneme timings are trimmed with the audio, so the visemes stay on it.
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -18,18 +21,26 @@ from gateway.brain.text import SentenceDivider
 from gateway.engines.base import SynthChunk
 
 MIN_WORDS = 3  # a shorter clause joins the next one (one word alone sounds clipped)
-FIRST_WORDS = 6  # a sentence of more words is cut; its first piece has at most this many
+FIRST_WORDS = 6  # a sentence of more spoken words is cut; its first piece has at most this many
 MAX_WORDS = 12  # a longer later clause is cut at word boundaries into even parts
 CLAUSE_PAUSE_MS = 120  # silence kept at a cut after a comma, ;, : (both sides together)
 WORD_PAUSE_MS = 30  # ... at a cut between words
 FADE_MS = 5
 _SILENT = 328  # |sample| below ~-40 dBFS counts as silence at the edges
+_DIGITS = re.compile(r"\d+")
+
+
+def spoken_words(text: str) -> int:
+    """About how many words `text` takes to say: a number is said in several ("7:45" is "seven
+    forty-five", "128" "one hundred twenty-eight"), so it counts one more than its digit groups."""
+    return sum(len(_DIGITS.findall(word)) + 1 if _DIGITS.search(word) else 1 for word in text.split())
 
 
 def synthesis_pieces(text: str, first_words: int = FIRST_WORDS, max_words: int = MAX_WORDS) -> list[str]:
     """`text` cut into clauses of MIN_WORDS..`max_words` words, the first of at most `first_words`
-    (its synthesis is what the first audio waits for); one piece when `text` is that short."""
-    if len(text.split()) <= first_words:
+    spoken words (its synthesis is what the first audio waits for, and takes as long as its audio);
+    one piece when `text` is that short."""
+    if spoken_words(text) <= first_words:
         return [text]
     divider = SentenceDivider(clauses=True)
     clauses = divider.feed(text) + divider.flush()
@@ -44,7 +55,7 @@ def synthesis_pieces(text: str, first_words: int = FIRST_WORDS, max_words: int =
     pieces: list[str] = []
     for clause in merged:
         words = clause.split()
-        parts = -(-len(words) // (max_words if pieces else first_words))
+        parts = -(-len(words) // max_words) if pieces else -(-spoken_words(clause) // first_words)
         size = -(-len(words) // parts)
         pieces += [" ".join(words[i: i + size]) for i in range(0, len(words), size)]
     return pieces

@@ -15,7 +15,7 @@ from gateway.brain.contract import Sentence
 from gateway.engines.fake import FakeAsr
 from gateway.expression.device import DeviceExpression
 from gateway.expression.sentence import Expression
-from gateway.voice.pieces import FIRST_WORDS, synthesis_pieces
+from gateway.voice.pieces import FIRST_WORDS, spoken_words, synthesis_pieces
 from gateway.voice.speaker import Playback, Speaker
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
@@ -56,8 +56,11 @@ def test_a_long_sentence_is_cut_at_its_clauses_and_a_short_one_is_not() -> None:
     assert synthesis_pieces("It is 3:05 PM.") == ["It is 3:05 PM."]
     assert synthesis_pieces("I am doing well, thank you for asking.") == ["I am doing well,", "thank you for asking."]
     assert synthesis_pieces("Sorry, I did not catch that.") == ["Sorry, I did not catch that."]  # 6 words
+    # numbers count as the words they are said in: "7:45 AM today:" is long to say, so the memory
+    # answer's first clause is cut too (the cut at its colon stays)
+    assert spoken_words("Measured at 7:45 AM today:") == 7 and spoken_words("It is 3:05 PM.") == 6
     assert synthesis_pieces("Measured at 7:45 AM today: blood pressure 128 over 82 mmHg, pulse 64 bpm.") == [
-        "Measured at 7:45 AM today:", "blood pressure 128 over 82 mmHg,", "pulse 64 bpm."]
+        "Measured at 7:45", "AM today:", "blood pressure 128 over 82 mmHg,", "pulse 64 bpm."]
 
 
 @pytest.mark.asyncio(loop_scope="session")
