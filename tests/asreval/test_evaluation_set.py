@@ -3,6 +3,8 @@ and WER counted on normalised words."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -69,3 +71,23 @@ def test_an_engine_spec_names_asr_settings() -> None:
     assert (asr.engine, asr.model, asr.window, asr.beam_size, asr.num_threads) == \
         ("whisper", "whisper-tiny-en", "30s", 5, 3)
     assert asr_of("configured", cfg) is cfg.asr
+
+
+_RENDER_DIGEST = """
+import hashlib, sys
+from pathlib import Path
+from gateway.asreval.render import render
+from gateway.config import load_config
+clips = render(load_config(Path(sys.argv[1])), 2, ("piper",))
+print(hashlib.sha256(b"".join(c.audio.tobytes() for c in clips)).hexdigest())
+"""
+
+
+@pytest.mark.models
+def test_the_piper_voice_speaks_the_same_set_in_every_process() -> None:
+    # piper's VITS model draws random noise (seeded per process when unseeded): without the seed
+    # two processes spoke the sentences differently, so the WER moved from run to run.
+    digests = {subprocess.run([sys.executable, "-c", _RENDER_DIGEST, str(TESTS.parent / "gateway.yaml")],
+                              check=True, capture_output=True, text=True, timeout=300).stdout.split()[-1]
+               for _ in range(2)}
+    assert len(digests) == 1
