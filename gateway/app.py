@@ -25,7 +25,7 @@ from gateway.config import GatewayConfig
 from gateway.console.build import build_console
 from gateway.console.log_tail import LogTail
 from gateway.devices.activation import Activations
-from gateway.devices.auth import Authenticator
+from gateway.devices.auth import Authenticator, SqliteDeviceRegistry
 from gateway.devices.database import Database
 from gateway.devices.device_actions import DeviceActions
 from gateway.devices.device_tools import DeviceTools
@@ -109,7 +109,7 @@ class Gateway:
         if self.cfg.devices.open_enrolment:
             log.warning("devices.open_enrolment is on: unregistered devices may connect (fine on a trusted LAN)")
         self.readings = ReadingService(SqliteReadingStore(self.db), self.bus, per_minute=self.cfg.devices.max_readings_per_minute)
-        self.auth = Authenticator(self.db, self.cfg.devices.open_enrolment)
+        self.auth = Authenticator(SqliteDeviceRegistry(self.db), self.cfg.devices.open_enrolment)
         days = self.cfg.devices.readings_retention_days
         self.retention = ReadingRetention(self.db, days) if days else None  # 0: keep readings forever
         # What each link may take when served: the LAN screens follow the bus, the embedded MQTT

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from gateway import __version__
-from gateway.cli import bench, bench_asr, bench_capacity, bench_cluster, bench_limits, bench_links, bench_wake, console, devices, doctor, memory, models, run, screens, service, simulate
+from gateway.cli import bench, bench_asr, bench_capacity, bench_cluster, bench_limits, bench_links, bench_wake, console, devices, doctor, memory, models, run, screens, service, simulate, storage
 from gateway.config import load_config
 from gateway.errors import GatewayError
 
@@ -58,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench_wake.add_parser(sub, common)
     models_parser = models.add_models_parser(sub)
     memory.add_memory_parsers(sub, common)
+    storage.add_parser(sub, common)
     screens.add_parser(sub, common)
     console.add_parser(sub, common)
     models_parser.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS, help="gateway.yaml to use")

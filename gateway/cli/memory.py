@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from typing import Any
 
@@ -80,6 +81,12 @@ def _cmd_bench_memory(args: argparse.Namespace, cfg: GatewayConfig) -> int:
         from gateway.memory.bench_readings import run_bench_readings
 
         return run_bench_readings(cfg, args.readings, args.json)
+    if args.postgres:
+        from gateway.storage.bench_memory import run_bench_memory_postgres
+        from gateway.storage.dsn import postgres_dsn
+
+        return run_bench_memory_postgres(cfg, postgres_dsn(cfg.storage, os.environ), tuple(args.sizes), args.json,
+                                         composed=args.composed)
     from gateway.memory.bench import run_bench_memory
 
     return run_bench_memory(cfg, tuple(args.sizes), args.writes, args.json)
@@ -110,5 +117,11 @@ def add_memory_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     bench.add_argument("--readings", type=int, default=0, metavar="N",
                        help="instead: sensor readings per second into the memory, N readings of 4 sensors "
                        "(see gateway/memory/bench_readings.py)")
+    bench.add_argument("--postgres", action="store_true",
+                       help="instead: the search on PostgreSQL + pgvector, in a temporary database on the server "
+                       "of the DSN in $GATEWAY_PG_DSN (storage.dsn_env; see gateway/storage/bench_memory.py)")
+    bench.add_argument("--composed", action="store_true",
+                       help="with --postgres: vectors composed from the sentences' parts instead of one embedding "
+                       "each (minutes instead of hours at 100k; see gateway/storage/bench_memory.py)")
     bench.add_argument("--json", action="store_true", help="print the figures as JSON")
     bench.set_defaults(func=_cmd_bench_memory)

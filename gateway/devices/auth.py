@@ -1,4 +1,5 @@
-"""Device identity: the registry of known devices (SQLite) and the check of a Hello's token.
+"""Device identity: the registry of known devices (SQLite here; on PostgreSQL:
+gateway/storage/devices.py) and the check of a Hello's token.
 
 Each registered device has a random token; only its SHA-256 is stored (tokens are 192-bit
 random, so a plain hash is enough), compared in constant time. With open enrolment (a trusted
@@ -20,6 +21,7 @@ from datetime import UTC, datetime
 from firmware_protocol import Hello
 from gateway.devices.broker_password import mosquitto_hash
 from gateway.devices.database import Database
+from gateway.devices.device_registry import DeviceRegistry
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +34,8 @@ class DeviceRecord:
     last_seen: datetime | None
 
 
-def _hash(token: str) -> str:
+def hash_token(token: str) -> str:
+    """What is stored of a token: its SHA-256, hex."""
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
@@ -43,7 +46,7 @@ def add_device(conn: sqlite3.Connection, device_id: str, name: str = "") -> str:
         "INSERT INTO devices (device_id, token_hash, name, created_at, broker_hash) VALUES (?, ?, ?, ?, ?)"
         " ON CONFLICT (device_id) DO UPDATE SET token_hash = excluded.token_hash, name = excluded.name,"
         " broker_hash = excluded.broker_hash",
-        (device_id, _hash(token), name, time.time(), mosquitto_hash(token)),
+        (device_id, hash_token(token), name, time.time(), mosquitto_hash(token)),
     )
     return token
 
@@ -85,7 +88,7 @@ def check_token(conn: sqlite3.Connection, device_id: str, token: str) -> bool | 
     row = conn.execute("SELECT token_hash FROM devices WHERE device_id = ?", (device_id,)).fetchone()
     if row is None:
         return None
-    ok = hmac.compare_digest(row[0], _hash(token))
+    ok = hmac.compare_digest(row[0], hash_token(token))
     if ok:
         conn.execute("UPDATE devices SET last_seen = ? WHERE device_id = ?", (time.time(), device_id))
     return ok
@@ -95,14 +98,33 @@ class AuthRefused(Exception):
     """Hello refused; `str(exc)` is the reason (logged and sent to the device)."""
 
 
-class Authenticator:
-    def __init__(self, db: Database, open_enrolment: bool) -> None:
+class SqliteDeviceRegistry:
+    """The DeviceRegistry on the gateway's SQLite database (its one writer thread)."""
+
+    def __init__(self, db: Database) -> None:
         self._db = db
+
+    async def check_token(self, device_id: str, token: str) -> bool | None:
+        return await self._db.run(check_token, device_id, token)
+
+    async def add_device(self, device_id: str, name: str = "") -> str:
+        return await self._db.run(add_device, device_id, name)
+
+    async def get_device(self, device_id: str) -> DeviceRecord | None:
+        return await self._db.run(get_device, device_id)
+
+    async def broker_logins(self) -> list[tuple[str, str | None]]:
+        return await self._db.run(broker_logins)
+
+
+class Authenticator:
+    def __init__(self, registry: DeviceRegistry, open_enrolment: bool) -> None:
+        self._registry = registry
         self.open_enrolment = open_enrolment
 
     async def check(self, hello: Hello, peer: str) -> None:
         """Return when the device may connect; raise AuthRefused otherwise."""
-        known = await self._db.run(check_token, hello.device_id, hello.token)
+        known = await self._registry.check_token(hello.device_id, hello.token)
         if known is True:
             return
         if known is False:
@@ -119,17 +141,17 @@ class Authenticator:
         register it if needed and return a new token (stored hashed); else None."""
         if not self.open_enrolment:
             return None
-        return await self._db.run(add_device, device_id, name)
+        return await self._registry.add_device(device_id, name)
 
     async def is_registered(self, device_id: str) -> bool:
-        return await self._db.run(get_device, device_id) is not None
+        return await self._registry.get_device(device_id) is not None
 
     async def broker_logins(self) -> list[tuple[str, str | None]]:
-        return await self._db.run(broker_logins)
+        return await self._registry.broker_logins()
 
     async def check_credentials(self, username: str | None, password: str | None) -> bool:
         """For a broker login (username = device id, password = token): may this client connect?"""
         if username is None:
             return self.open_enrolment
-        known = await self._db.run(check_token, username, password or "")
+        known = await self._registry.check_token(username, password or "")
         return known if known is not None else self.open_enrolment

@@ -52,7 +52,7 @@ _VERB = dict(zip(
     "write listen paint lose drink feed complain sing repair".split()))
 
 
-def _queries(count: int, rng: np.random.Generator) -> list[str]:
+def make_questions(count: int, rng: np.random.Generator) -> list[str]:
     """`count` questions in other words than the stored sentences (slots drawn at random)."""
     out = []
     for _ in range(count):
@@ -63,7 +63,7 @@ def _queries(count: int, rng: np.random.Generator) -> list[str]:
     return out
 
 
-def _sentences(count: int, rng: np.random.Generator) -> list[str]:
+def make_sentences(count: int, rng: np.random.Generator) -> list[str]:
     """`count` distinct sentences drawn from 20 x 30 x 14 x 12 = 100,800 combinations."""
     combos = list(itertools.product(_WHO, _DID, _WHEN, _WHERE))
     pick = rng.permutation(len(combos))[:count]
@@ -92,7 +92,11 @@ def _all_vectors(memory: MemoryService) -> tuple[np.ndarray, np.ndarray]:
 
 
 async def _measure(memory: MemoryService, queries: np.ndarray) -> dict:
-    ids, matrix = _all_vectors(memory)
+    return await measure_search(memory, queries, *_all_vectors(memory))
+
+
+async def measure_search(memory: MemoryService, queries: np.ndarray, ids: np.ndarray, matrix: np.ndarray) -> dict:
+    """Search latency and recall@10 of `queries` against the exact top-10 over (ids, matrix)."""
     relevance_only = Weights(0.0, 1.0, 0.0)
     lat, recalls, exact_ms = [], [], []
     for q in queries:
@@ -112,14 +116,14 @@ async def bench(embedder: Any, sizes: tuple[int, ...], writes: int, db_dir: Path
                 candidates: tuple[int, ...] = (200, 300)) -> dict:
     results: dict = {"method": __doc__.split("Method (printed with the figures):")[1].strip()}
     rng = np.random.default_rng(7)
-    sentences = _sentences(max(sizes), rng)
+    sentences = make_sentences(max(sizes), rng)
     async with MemoryService(db_dir / "bench.db", embedder) as memory:
         t = time.perf_counter()
         for text in sentences[:writes]:
             await memory.remember("writer", text)
         results["write_nodes_per_s"] = round(writes / (time.perf_counter() - t), 1)
         out(f"writes (embedding + transaction): {results['write_nodes_per_s']} nodes/s over {writes}")
-        questions = _queries(100, rng)
+        questions = make_questions(100, rng)
         t = time.perf_counter()
         queries = np.concatenate([await memory.embed_query([q]) for q in questions])
         results["query_embedding_ms"] = round((time.perf_counter() - t) * 1000 / len(queries), 2)

@@ -25,9 +25,9 @@ from gateway.memory.importance import heuristic_importance
 from gateway.memory.node_input import NodeSpec, node_input
 from gateway.memory.node_input import check_user as _check_user
 from gateway.memory.retrieval import Scored, Weights, score_arrays
+from gateway.memory.node_store import NodeStore
 from gateway.memory.store import MemoryStore, Node, NodeDraft
 from gateway.memory.tags import DISABLED, NODE_TYPES, normalize_tags, schema
-from gateway.memory.vector_index import CodeIndex
 
 log = logging.getLogger(__name__)
 KNN_CANDIDATES = 200  # candidates from the binary codes, rescored exactly (see gateway bench-memory)
@@ -52,8 +52,12 @@ class MemoryService:
                  search_weights: tuple[float, float, float] = (0.0, 1.0, 0.5),
                  conversation_weights: tuple[float, float, float] = (0.8, 0.5, 0.5),
                  half_life_h: float = 24.0, clock: Callable[[], float] = time.time,
-                 progress: Callable[[str], None] = lambda line: None) -> None:
+                 progress: Callable[[str], None] = lambda line: None,
+                 open_store: Callable[[], NodeStore] | None = None) -> None:
         self.path = path
+        # the writer and the reader each open their own store on their thread: SQLite at `path`
+        # unless the composition root passes another (storage.backend: postgres)
+        self._open_store: Callable[[], NodeStore] = open_store or (lambda: MemoryStore(path))
         self._embedder_factory = embedder_factory
         self.users = users if users is not None else {}  # device id -> user, live (DevicePeople): not copied
         self.default_user = _check_user(default_user)
@@ -67,16 +71,16 @@ class MemoryService:
         self._write_pool = ThreadPoolExecutor(1, thread_name_prefix="memory-writer")
         self._read_pool = ThreadPoolExecutor(1, thread_name_prefix="memory-reader")
         self._embedder: Embedder | None = None
-        self._writer: MemoryStore | None = None
-        self._reader: MemoryStore | None = None
+        self._writer: NodeStore | None = None
+        self._reader: NodeStore | None = None
         self.writes = 0
         self.knn_candidates = KNN_CANDIDATES
-        self._index = CodeIndex()  # used on the reader thread only
         self._alt_vectors: dict[str, np.ndarray] = {}  # NodeSpec.embed_text -> vector (few, reused)
 
     @classmethod
     def from_config(cls, cfg: Any, clock: Callable[[], float] = time.time,
-                    progress: Callable[[str], None] = lambda line: None) -> "MemoryService":
+                    progress: Callable[[str], None] = lambda line: None,
+                    open_store: Callable[[], NodeStore] | None = None) -> "MemoryService":
         from gateway.engines.minilm_embed import load_embedder
         from gateway.engines.store import ModelStore
 
@@ -84,13 +88,13 @@ class MemoryService:
         return cls(cfg.path(m.path), lambda: load_embedder(m.embedding, ModelStore(cfg)), users=m.users, default_user=m.default_user,
                    isolate_by_user=m.isolate_by_user, search_weights=m.search_weights,
                    conversation_weights=m.conversation_weights, half_life_h=m.recency_half_life_h,
-                   clock=clock, progress=progress)
+                   clock=clock, progress=progress, open_store=open_store)
 
     # --- life cycle ----------------------------------------------------------------------------
     async def start(self) -> "MemoryService":
         loop = asyncio.get_running_loop()
-        self._writer = await loop.run_in_executor(self._write_pool, MemoryStore, self.path)
-        self._reader = await loop.run_in_executor(self._read_pool, MemoryStore, self.path)
+        self._writer = await loop.run_in_executor(self._write_pool, self._open_store)
+        self._reader = await loop.run_in_executor(self._read_pool, self._open_store)
         self._embedder = await loop.run_in_executor(self._embed_pool, self._embedder_factory)
         stored = await self._read(lambda s: s.meta("embedding_model"))
         if stored != self._embedder.name:
@@ -124,14 +128,14 @@ class MemoryService:
             done += len(batch)
             self._progress(f"memory: re-embedded {done}/{total}")
         await self._write(lambda s: s.set_meta("embedding_model", self._embedder.name))
-        await self._read(lambda s: self._index.clear())
+        await self._read(lambda s: s.clear_index())
         return done
 
     # --- plumbing -----------------------------------------------------------------------------
-    async def _read(self, fn: Callable[[MemoryStore], Any]) -> Any:
+    async def _read(self, fn: Callable[[NodeStore], Any]) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._read_pool, fn, self._reader)
 
-    async def _write(self, fn: Callable[[MemoryStore], Any]) -> Any:
+    async def _write(self, fn: Callable[[NodeStore], Any]) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._write_pool, fn, self._writer)
 
     async def embed(self, texts: list[str]) -> np.ndarray:
@@ -199,7 +203,7 @@ class MemoryService:
         _check_user(user_id)
         gone = await self._write(lambda s: s.delete(user_id, node_id))
         if gone:
-            await self._read(lambda s: self._index.clear())
+            await self._read(lambda s: s.clear_index())
             log.info("memory: %s forgot memory #%d", user_id, node_id)
         return gone
 
@@ -214,7 +218,7 @@ class MemoryService:
         vector = (await self.embed([spec.content]))[0]
         node = await self._write(lambda s: s.update(user_id, node_id, spec.content, spec.tags, spec.importance, vector))
         if node is not None:
-            await self._read(lambda s: self._index.clear())
+            await self._read(lambda s: s.clear_index())
         return node
 
     async def set_profile(self, user_id: str, *, portrait: str | None = None, extra_info: str | None = None) -> None:
@@ -243,11 +247,11 @@ class MemoryService:
 
         now, floor = self.clock(), getattr(self._embedder, "cosine_floor", 0.0)
 
-        def run(s: MemoryStore) -> list[Scored]:
+        def run(s: NodeStore) -> list[Scored]:
             if all_of or any_of:
                 ids = s.filtered_ids(user_id, all_of, any_of, limit=5000)
             else:
-                ids = self._index.candidates(s.conn, user_id, q, max(self.knn_candidates, 10 * n))
+                ids = s.candidates(user_id, q, max(self.knn_candidates, 10 * n))
                 ids += [node.id for node in s.recent(user_id, 20)]
             node_ids, vecs, importance, last, ts = s.score_rows(list(dict.fromkeys(ids)))
             order, scores, rel = score_arrays(vecs, importance, last, ts, q, weights, now, self.half_life_h, floor)

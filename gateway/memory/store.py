@@ -16,6 +16,7 @@ import apsw
 import numpy as np
 
 from gateway.memory.schema import DIMS, open_db
+from gateway.memory.vector_index import CodeIndex
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,7 @@ def _tag_clause(all_of: Iterable[str], any_of: Iterable[str]) -> tuple[str, list
 class MemoryStore:
     def __init__(self, path: Path | str) -> None:
         self.conn: apsw.Connection = open_db(path)
+        self._index = CodeIndex()  # the reader's search index (binary codes in RAM), filled on first use
 
     def close(self) -> None:
         self.conn.close()
@@ -232,6 +234,13 @@ class MemoryStore:
         rows = self.conn.execute(f"SELECT id FROM nodes WHERE user_id = ?{sql} ORDER BY ts DESC LIMIT ?",
                                  (user_id, *args, limit))
         return [r[0] for r in rows]
+
+    def candidates(self, user_id: str, query: np.ndarray, k: int) -> list[int]:
+        """Ids of (about) the k nodes of `user_id` nearest to the unit vector `query` (vector_index.py)."""
+        return self._index.candidates(self.conn, user_id, query, k)
+
+    def clear_index(self) -> None:
+        self._index.clear()
 
     def knn_ids(self, user_id: str, query: np.ndarray, k: int) -> list[int]:
         """Candidates by Hamming distance on the binary-quantised vectors (fast, approximate)."""

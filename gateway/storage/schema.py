@@ -69,7 +69,7 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX nodes_user_ts ON nodes (user_id, ts);
     CREATE INDEX nodes_embedding ON nodes USING hnsw (embedding halfvec_ip_ops) WITH (m = 16, ef_construction = 64);
     CREATE TABLE node_tags (
-        tag     text NOT NULL,
+        tag     text COLLATE "C" NOT NULL,  -- "C": the `ns:*` prefix ranges of store.py sort by bytes
         node_id bigint NOT NULL REFERENCES nodes (id) ON DELETE CASCADE,
         PRIMARY KEY (tag, node_id)
     );

@@ -53,10 +53,23 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-@pytest_asyncio.fixture
-async def memory(tmp_path: Path, embedder: SharedEmbedder, clock: FakeClock) -> AsyncIterator[MemoryService]:
+@pytest_asyncio.fixture(params=["sqlite", "postgres"])
+async def memory(request: pytest.FixtureRequest, tmp_path: Path, embedder: SharedEmbedder,
+                 clock: FakeClock) -> AsyncIterator[MemoryService]:
+    """The memory service on each store: SQLite (the default) and PostgreSQL + pgvector."""
+    open_store = None
+    if request.param == "postgres":
+        from gateway.storage.memory_store import PostgresMemoryStore
+        from gateway.storage.schema import migrate
+
+        import psycopg
+
+        dsn = request.getfixturevalue("postgres_dsn")
+        with psycopg.connect(dsn) as conn:
+            migrate(conn)
+        open_store = lambda: PostgresMemoryStore(dsn)  # noqa: E731
     service = MemoryService(tmp_path / "memory.db", lambda: embedder, users={"box-anna": "anna", "bp-anna": "anna",
-                            "box-ben": "ben"}, clock=clock)
+                            "box-ben": "ben"}, clock=clock, open_store=open_store)
     async with service:
         yield service
 

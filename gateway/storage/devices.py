@@ -1,0 +1,55 @@
+"""Devices and their tokens on PostgreSQL: the DeviceRegistry (gateway/devices/device_registry.py)
+every gateway of a cluster checks Hellos and broker logins against. Same rows as SQLite's
+(token SHA-256 and the mosquitto hash, never the token itself)."""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+import time
+from datetime import UTC, datetime
+
+from psycopg_pool import AsyncConnectionPool
+
+from gateway.devices.auth import DeviceRecord, hash_token
+from gateway.devices.broker_password import mosquitto_hash
+
+
+class PostgresDeviceRegistry:
+    def __init__(self, pool: AsyncConnectionPool) -> None:
+        self._pool = pool
+
+    async def check_token(self, device_id: str, token: str) -> bool | None:
+        async with self._pool.connection() as conn:
+            row = await (await conn.execute("SELECT token_hash FROM devices WHERE device_id = %s",
+                                            (device_id,))).fetchone()
+            if row is None:
+                return None
+            ok = hmac.compare_digest(row[0], hash_token(token))
+            if ok:
+                await conn.execute("UPDATE devices SET last_seen = %s WHERE device_id = %s", (time.time(), device_id))
+            return ok
+
+    async def add_device(self, device_id: str, name: str = "") -> str:
+        token = secrets.token_urlsafe(24)
+        async with self._pool.connection() as conn:
+            await conn.execute(
+                "INSERT INTO devices (device_id, token_hash, name, created_at, broker_hash) VALUES (%s, %s, %s, %s, %s)"
+                " ON CONFLICT (device_id) DO UPDATE SET token_hash = excluded.token_hash, name = excluded.name,"
+                " broker_hash = excluded.broker_hash",
+                (device_id, hash_token(token), name, time.time(), mosquitto_hash(token)))
+        return token
+
+    async def get_device(self, device_id: str) -> DeviceRecord | None:
+        async with self._pool.connection() as conn:
+            row = await (await conn.execute("SELECT device_id, name, created_at, last_seen FROM devices"
+                                            " WHERE device_id = %s", (device_id,))).fetchone()
+        if row is None:
+            return None
+        device, name, created, seen = row
+        return DeviceRecord(device, name, datetime.fromtimestamp(created, UTC),
+                            datetime.fromtimestamp(seen, UTC) if seen else None)
+
+    async def broker_logins(self) -> list[tuple[str, str | None]]:
+        async with self._pool.connection() as conn:
+            return await (await conn.execute("SELECT device_id, broker_hash FROM devices ORDER BY device_id")).fetchall()

@@ -1,0 +1,46 @@
+"""Devices and tokens on PostgreSQL: a device registered through one gateway logs in on another;
+a wrong token is refused; unknown devices follow open enrolment (the Authenticator unchanged)."""
+
+from __future__ import annotations
+
+import pytest
+
+from firmware_protocol import Hello
+from gateway.config import parse_config
+from gateway.devices.auth import Authenticator, AuthRefused
+from gateway.storage.devices import PostgresDeviceRegistry
+from gateway.storage.pool import open_pool
+from tests.conftest import ROOT
+
+STORAGE = parse_config({"storage": "postgres"}, ROOT).storage
+
+
+def hello(device_id: str, token: str) -> Hello:
+    return Hello(device_id=device_id, token=token)
+
+
+async def test_a_device_registered_on_one_gateway_logs_in_on_another(postgres_dsn: str) -> None:
+    pools = [await open_pool(postgres_dsn, STORAGE) for _ in range(2)]
+    try:
+        first, second = (Authenticator(PostgresDeviceRegistry(p), open_enrolment=False) for p in pools)
+        assert await first.issue_token("box-1", "kitchen") is None  # no self-enrolment when closed
+        token = await PostgresDeviceRegistry(pools[0]).add_device("box-1", "kitchen")  # `gateway devices add`
+        await second.check(hello("box-1", token), "peer-b")  # no AuthRefused
+        assert await second.check_credentials("box-1", token) is True
+        assert await second.check_credentials("box-1", "wrong") is False
+        with pytest.raises(AuthRefused, match="wrong token"):
+            await second.check(hello("box-1", "wrong"), "peer-b")
+        with pytest.raises(AuthRefused, match="unknown device"):
+            await second.check(hello("box-2", "x"), "peer-b")
+        assert await second.is_registered("box-1") and not await second.is_registered("box-2")
+        [(device, broker_hash)] = await second.broker_logins()
+        assert device == "box-1" and broker_hash.startswith("$7$")
+        record = await PostgresDeviceRegistry(pools[1]).get_device("box-1")
+        assert record.name == "kitchen" and record.last_seen is not None
+        open_gateway = Authenticator(PostgresDeviceRegistry(pools[1]), open_enrolment=True)
+        await open_gateway.check(hello("box-3", "anything"), "peer-c")  # let in, with a warning
+        new_token = await open_gateway.issue_token("box-3", "hall")
+        assert await first.check_credentials("box-3", new_token) is True
+    finally:
+        for p in pools:
+            await p.close()
