@@ -14,6 +14,7 @@ the functions `gateway devices ...` uses) and the live sessions (SessionRegistry
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import re
 import time
@@ -46,6 +47,16 @@ class DeviceSettings:
     activation_ttl_s: float
     person_of: Callable[[str], str]  # device id -> the memory user (the mapping below, else its own)
     people: DevicePeople  # device id -> person: memory.users with the console's changes (live)
+
+
+def _loopback(host: str) -> bool:
+    """localhost or a loopback address: not where a device on the LAN reaches the gateway."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _format(f: AudioFormat) -> str:
@@ -111,9 +122,11 @@ class DevicesApi:
         token = await self._db.run(add_device, device_id, name)
         log.info("%s: device %s registered (a new token issued)", request.peer, device_id)
         s = self._settings
+        # the address the console was opened on is one the LAN reaches the gateway at
+        host = request.host if request.host and not _loopback(request.host) else "<gateway-host>"
         return {"device_id": device_id, "name": name, "token": token,
                 "firmware": {"GATEWAY_DEVICE_ID": device_id, "GATEWAY_TOKEN": token,
-                             "GATEWAY_WS_URL": f"ws://<gateway-host>:{s.websocket_port}{s.websocket_path}"}}
+                             "GATEWAY_WS_URL": f"ws://{host}:{s.websocket_port}{s.websocket_path}"}}
 
     async def remove(self, request: ApiRequest) -> dict[str, Any]:
         device_id = self._device_id(request.body)

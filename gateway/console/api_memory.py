@@ -5,6 +5,9 @@
     GET memory?person=P&q=TEXT&type=T&tag=X&n=N  search (with q, best first) or browse (newest first)
     GET conversations?person=P&device=D&n=N      the recent conversation turns, newest first
     POST memory/delete {"person", "id"}          forget one memory (a rule: it no longer fires)
+    POST memory/update {"person", "id", "content", "tags", "importance"}
+                                                 change one memory in place, checked as `remember` is
+                                                 (its id, type and time kept; a rule: on the rules page)
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ class MemoryApi:
 
     def routes(self) -> Routes:
         return {("GET", "people"): self.people, ("GET", "memory"): self.browse,
-                ("GET", "conversations"): self.conversations, ("POST", "memory/delete"): self.delete}
+                ("GET", "conversations"): self.conversations, ("POST", "memory/delete"): self.delete,
+                ("POST", "memory/update"): self.update}
 
     def _service(self) -> MemoryService:
         if self._memory is None:
@@ -96,3 +100,29 @@ class MemoryApi:
             raise ApiError(404, f"{body['person']} has no memory #{node_id}", "id")
         log.info("%s: memory #%d of %s deleted", request.peer, node_id, body["person"])
         return {"deleted": node_id}
+
+    async def update(self, request: ApiRequest) -> dict[str, Any]:
+        memory, body = self._service(), request.body
+        if not isinstance(body, dict) or not isinstance(body.get("person"), str) or not body["person"]:
+            raise ApiError(400, "person: whose memory", "person")
+        person, node_id = body["person"], body.get("id")
+        if not isinstance(node_id, int) or isinstance(node_id, bool) or node_id < 1:
+            raise ApiError(400, "id: the memory's number", "id")
+        content, tags, importance = body.get("content"), body.get("tags"), body.get("importance")
+        if not isinstance(content, str):
+            raise ApiError(400, "content: the memory's text", "content")
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            raise ApiError(400, "tags: a list of namespace:value strings", "tags")
+        if importance is not None and (not isinstance(importance, int) or isinstance(importance, bool)):
+            raise ApiError(400, "importance: an integer 0-10", "importance")
+        try:
+            if any(r.id == node_id for r in await memory.rules(person)):
+                raise ApiError(400, "a rule is changed under Rules and alerts (its condition is checked there)", "id")
+            node = await memory.rewrite(person, node_id, content, extra_tags=tags, importance=importance)
+        except MemoryInputError as exc:
+            message = str(exc)
+            raise ApiError(400, message, "tags" if "tag" in message or "kind" in message else "content") from None
+        if node is None:
+            raise ApiError(404, f"{person} has no memory #{node_id}", "id")
+        log.info("%s: memory #%d of %s changed", request.peer, node_id, person)
+        return {"node": node.as_dict()}

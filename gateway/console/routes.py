@@ -14,6 +14,7 @@ class ApiRequest:
     query: Mapping[str, str]
     body: Any  # the parsed JSON body of a write (None for GET)
     peer: str  # "console 192.168.1.20:51234", for the log
+    host: str = ""  # the host name or address the console was asked on (its Host header, no port)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ import ipaddress
 import json
 import logging
 import os
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,6 +61,13 @@ def _loopback(address: str) -> bool:
         return ipaddress.ip_address(address.split("%", 1)[0]).is_loopback
     except ValueError:
         return False
+
+
+def _host_name(host: str) -> str:
+    """The name or address of a Host header without its port ("192.168.1.20:8767" -> "192.168.1.20",
+    "[fe80::1]:8767" -> "[fe80::1]"); "" for a malformed one."""
+    match = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:\d{1,5})?", host)
+    return match.group(1) if match else ""
 
 
 def _json(status: int, body: Any, *headers: tuple[str, str]) -> HttpReply:
@@ -235,7 +243,7 @@ class ConsoleServer:
                 return _json(400, {"error": "bad-request", "message": f"the body is not JSON: {exc}"})
         query = {k: v[-1] for k, v in parse_qs(request.query).items()}
         try:
-            answer = await handler(ApiRequest(request.method, path, query, body, peer))
+            answer = await handler(ApiRequest(request.method, path, query, body, peer, _host_name(request.headers.get('Host', ''))))
         except ApiError as exc:
             log.warning("%s: %s /console/api/%s refused: %s", peer, request.method, path, exc.message)
             return _json(exc.status, {"error": "bad-request" if exc.status == 400 else "refused",

@@ -33,6 +33,7 @@ from websockets.exceptions import ConnectionClosed
 
 from gateway.links.base import ConnectionHandler, LinkClosed
 from gateway.links.http_front import HttpFrontConnection, HttpMount, HttpReply, HttpRequest
+from gateway.links.http_log import server_logger
 from gateway.links.tls_or_plain import TlsOrPlain, is_secure
 from gateway.links.websocket import WebSocketConnection
 
@@ -160,7 +161,8 @@ class WebServer:
         try:
             async with serve(on_connect, self.host, self.port, process_request=functools.partial(self._http, mount=mount),
                              compression=None, max_size=4 * self._max,
-                             create_connection=both or make) as server:
+                             create_connection=both or make,
+                             logger=server_logger()) as server:  # no line per page or API answer (http_log.py)
                 self.port = server.sockets[0].getsockname()[1]
                 if ready is not None:
                     ready.set()

@@ -27,6 +27,7 @@ from firmware_protocol import Error, Message, Ping, ProtocolError, decode, encod
 from gateway.links.base import ConnectionHandler, LinkClosed, LinkServices
 from gateway.links.base import DeviceConnection
 from gateway.links.http_front import HttpFrontConnection, HttpReply, HttpRequest
+from gateway.links.http_log import server_logger
 from gateway.links.limits import GuardedConnection, LogThrottle, PeerLimits
 
 log = logging.getLogger(__name__)
@@ -186,6 +187,7 @@ class WebSocketLink:
             process_request=self._check_path,
             compression=None,
             create_connection=functools.partial(HttpFrontConnection, http_handler=self._http) if self.endpoints else None,
+            logger=server_logger(),  # not a line for every page or API answer (gateway/links/http_log.py)
         ) as server:
             self.port = server.sockets[0].getsockname()[1]
             if ready is not None:

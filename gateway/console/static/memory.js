@@ -1,29 +1,52 @@
-// The console's Memory page: search a person's memories, delete one; the person's rules (create,
+// The console's Memory page: search a person's memories, edit or delete one; the person's rules (create,
 // change, disable / enable, delete; when each fired); the portrait and the daily reflection.
 "use strict";
 let memoryDirty = true;  // a search is run when asked, not every 3 s
 let ruleEditing = null;  // the id of the rule being changed: its row is not redrawn meanwhile
+let memoryEditing = null;  // the id of the memory being changed: the table is not redrawn meanwhile
 
 async function loadMemory() {
   const person = await people($("m-person"));
   if (!person) return;
   await Promise.all([loadRules(person), loadProfile(person)]);  // live: a rule firing shows at once
-  if (!memoryDirty) return;
+  if (!memoryDirty || memoryEditing !== null) return;
   memoryDirty = false;
   const q = $("m-q").value.trim();
   const d = await api("GET", `memory?${new URLSearchParams({person, q, type: $("m-type").value, tag: $("m-tag").value.trim(), n: "50"})}`);
   $("m-title").textContent = q ? `Best matches for "${q}"` : "Newest memories";
   fill("m-table", "m-none", d.nodes, (tr, n) => {
     cell(tr, when(n.ts)); cell(tr, n.type); cell(tr, n.content); cell(tr, n.tags.join(" "), "muted");
-    cell(tr, button("Delete", () => {
+    const actions = cell(tr, n.tags.includes("kind:rule") ? "" : button("Edit", () => editMemory(tr, person, n)));
+    actions.append(button("Delete", () => {
       if (!confirm(`Delete this memory of ${person}?\n\n${n.content}`)) return;
       memoryDirty = true;
       write("memory/delete", {person, id: n.id});
     }, "danger"));
   });
 }
-$("m-form").addEventListener("submit", (event) => { event.preventDefault(); memoryDirty = true; refresh(); });
-$("m-person").addEventListener("change", () => { memoryDirty = true; ruleEditing = null; refresh(); });
+
+function editMemory(tr, person, n) {  // in place: the table is not redrawn until it is saved or cancelled
+  memoryEditing = n.id;
+  const content = document.createElement("textarea");
+  content.value = n.content; content.rows = 3; content.maxLength = 4000; content.setAttribute("aria-label", "memory text");
+  const tags = input(n.tags.join(" "), "tags", 1000);
+  const error = document.createElement("div"); error.className = "error"; error.setAttribute("role", "alert");
+  tr.replaceChildren();
+  cell(tr, when(n.ts)); cell(tr, n.type); cell(tr, content); cell(tr, tags);
+  const actions = cell(tr, button("Save", async () => {
+    content.classList.remove("bad"); tags.classList.remove("bad");
+    try {
+      await api("POST", "memory/update", {person, id: n.id, content: content.value,
+        tags: tags.value.split(/\s+/).filter(Boolean), importance: n.importance});
+      memoryEditing = null; memoryDirty = true; await refresh();
+    } catch (e) { (e.field === "tags" ? tags : content).classList.add("bad"); error.textContent = e.message; }
+  }, "primary"));
+  actions.append(button("Cancel", () => { memoryEditing = null; memoryDirty = true; refresh(); }), error);
+  label($("m-table"));
+  content.focus();
+}
+$("m-form").addEventListener("submit", (event) => { event.preventDefault(); memoryDirty = true; memoryEditing = null; refresh(); });
+$("m-person").addEventListener("change", () => { memoryDirty = true; memoryEditing = null; ruleEditing = null; refresh(); });
 
 // ---- rules ----
 function input(value, label, maxLength) {
