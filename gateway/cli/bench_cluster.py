@@ -113,6 +113,7 @@ async def _one(n: int, args: argparse.Namespace, dsn: str, root: Path) -> dict[s
     finally:
         await rig.stop()
     out["overlapping_leases"] = len(rig.observer.overlaps())
+    out["overlaps"] = rig.observer.overlaps()[:10]
     import psycopg  # the postgres extra
 
     with psycopg.connect(dsn) as conn:
@@ -154,6 +155,8 @@ def _print(results: list[dict[str, Any]]) -> None:
                       f"{f['not_served_again']} not served again")
         print(f"  overlapping leases: {r['overlapping_leases']}; acknowledged readings {r['acked_readings']}, "
               f"not exactly once in PostgreSQL: {r['acked_not_exactly_once']}")
+        for overlap in r["overlaps"]:
+            print(f"    {overlap}")
         print("  load average after: %.1f %.1f %.1f" % tuple(r["load_after"]))
 
 

@@ -246,6 +246,8 @@ class MqttLink:
                 raise LinkClosed("this gateway holds no valid lease on the device")
             props = lease_properties(self.cluster.me, epoch)
         self._client.publish(f"{self.prefix}/{device_id}/down", encode(message), qos_for(message), properties=props)
+        if self.cluster is not None:  # into the kernel now: a pause of this process cannot hold it back
+            self._client.flush()     # past its lease (sessions' tasks call this, never paho's callbacks)
 
     def publish_raw(self, topic: str, payload: bytes) -> None:
         """For extensions: one QoS 0 publish (paho drops it while the broker is away)."""

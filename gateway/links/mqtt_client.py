@@ -193,6 +193,11 @@ class AsyncPaho:
     def unsubscribe(self, topic: str) -> None:
         self.client.unsubscribe(topic)
 
+    def flush(self) -> None:
+        """Write what is queued to the socket now, not at the loop's next turn (never call it from
+        a paho callback). Cluster mode: a downlink leaves the process while its lease is checked."""
+        self.client.loop_write()
+
     async def disconnect(self) -> None:
         if self.client.is_connected():
             self.client.disconnect()
