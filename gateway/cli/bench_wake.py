@@ -2,8 +2,9 @@
 
 Wake word (listen.wake_words' first model, listen.threshold): false rejects over generated wake-word
 utterances (5 phrases x the 10 voices of the ASR evaluation set, piper and espeak-ng, clean and in
-pink noise at 10 dB SNR: 100), false accepts per hour over the evaluation set's 40 non-wake sentences
-(clean, pink 10 dB, babble 5 dB) and pink/white noise, CPU per device-second (thread CPU time).
+pink noise at 10 dB SNR: 100), per voice; false accepts per hour over the evaluation set's 40
+non-wake sentences (clean, pink 10 dB, babble 5 dB), near misses ("okay", "Nabucco is an opera", ...
+in every voice, clean and pink 10 dB) and pink/white noise; CPU per device-second (thread CPU time).
 
 Echo: boxes that mix the reply they receive back into their microphone (gateway/cli/echo_box.py:
 delay 50-300 ms, gain 0.2-0.9, room noise), each through a real Conversation on the real models in
@@ -38,14 +39,18 @@ from gateway.voice.wire import to_device
 
 PHRASES = ("okay nabu", "okay nabu, what time is it?", "okay nabu, turn on the light",
            "okay nabu tell me a joke", "okay nabu, how are you?")
+# Non-wake phrases that sound like parts of "okay nabu" (said by every voice, clean and in pink 10 dB):
+# the false accepts a lower threshold risks first.
+NEAR_MISSES = ("okay", "okay, now what?", "okay then, thank you", "a new bar opened", "Nabucco is an opera",
+               "okay, no problem", "oh, a new boo", "can I borrow it?")
 REPLY = "Once upon a time there was a small robot that lived in a very big house. It cleaned every floor."
 
 
-def _wake_clips(cfg: GatewayConfig) -> list[Clip]:
+def _wake_clips(cfg: GatewayConfig, voices: int | None = None, phrases: tuple[str, ...] = PHRASES) -> list[Clip]:
     piper = _piper_speaker(cfg, ModelStore(cfg))
     clips = []
-    for v, voice in enumerate(VOICES):
-        for p, phrase in enumerate(PHRASES):
+    for v, voice in enumerate(VOICES[:voices]):
+        for p, phrase in enumerate(phrases):
             audio, rate = (piper if voice.engine == "piper" else _espeak)(phrase, voice)
             speech = _trim(resample(audio, rate, RATE).astype(np.float32))
             lead = np.zeros(RATE // 2, np.float32)
@@ -62,26 +67,37 @@ def _detections(engine: MicroWakeWords, audio: np.ndarray) -> tuple[int, float]:
     return found, time.thread_time() - started
 
 
-def bench_wake_word(cfg: GatewayConfig, say) -> dict[str, Any]:
+def bench_wake_word(cfg: GatewayConfig, say, voices: int | None = None, sentences: int | None = None,
+                    noise_s: float = 300.0) -> dict[str, Any]:
+    """The wake-word figures over the first `voices` voices' wake-word utterances, the first
+    `sentences` non-wake sentences and `noise_s` of pink and of white noise (None: all)."""
     engine = MicroWakeWords(cfg.listen.wake_words[:1], cfg.listen.threshold)
-    positives = _wake_clips(cfg)
+    positives = _wake_clips(cfg, voices)
     rejects, cpu, audio_s = [], 0.0, 0.0
+    per_voice: dict[str, list[int]] = {}  # voice -> [misses clean, misses in pink 10 dB]
     for clip in positives:
-        for snr in (None, 10.0):
+        for k, snr in enumerate((None, 10.0)):
             audio = clip.audio if snr is None else mix(clip, "pink", snr, positives)
             found, used = _detections(engine, audio)
             cpu, audio_s = cpu + used, audio_s + audio.size / RATE
+            misses = per_voice.setdefault(clip.voice.label, [0, 0])
             if not found:
+                misses[k] += 1
                 rejects.append(f"{clip.voice.label} {'clean' if snr is None else f'pink {snr:g} dB'}: {clip.text!r}")
-    say(f"wake word {engine.words[0]}: {len(rejects)} false rejects of {2 * len(positives)}")
+    say(f"wake word {engine.words[0]} (threshold {engine.cutoffs[0]:g}): {len(rejects)} false rejects of "
+        f"{2 * len(positives)}")
+    for label, (clean, noisy) in per_voice.items():
+        say(f"  {label}: {clean} of {len(PHRASES)} missed clean, {noisy} of {len(PHRASES)} in pink 10 dB")
     for r in rejects:
         say(f"  missed: {r}")
-    negatives = render(cfg)
+    negatives = render(cfg, limit=sentences)
+    near = _wake_clips(cfg, voices, NEAR_MISSES)
     rng = np.random.default_rng(14)
     streams = [np.concatenate([c.audio for c in negatives]),
                np.concatenate([mix(c, "pink", 10.0, negatives) for c in negatives]),
                np.concatenate([mix(c, "babble", 5.0, negatives) for c in negatives]),
-               0.05 * pink(RATE * 300, rng), 0.02 * white(RATE * 300, rng)]
+               np.concatenate([c.audio for c in near]), np.concatenate([mix(c, "pink", 10.0, near) for c in near]),
+               0.05 * pink(int(RATE * noise_s), rng), 0.02 * white(int(RATE * noise_s), rng)]
     accepts, neg_s = 0, 0.0
     for audio in streams:
         found, used = _detections(engine, audio.astype(np.float32))
@@ -90,7 +106,8 @@ def bench_wake_word(cfg: GatewayConfig, say) -> dict[str, Any]:
     per_hour = accepts / (neg_s / 3600)
     say(f"false accepts: {accepts} in {neg_s / 60:.1f} min of non-wake speech and noise = {per_hour:.1f} per hour")
     say(f"CPU: {1000 * cpu / audio_s:.2f} ms per device-second ({audio_s / 60:.0f} min of audio)")
-    return {"wake_word": engine.words[0], "utterances": 2 * len(positives), "false_rejects": len(rejects),
+    return {"wake_word": engine.words[0], "threshold": engine.cutoffs[0], "utterances": 2 * len(positives),
+            "false_rejects": len(rejects), "false_rejects_per_voice": per_voice,
             "false_accepts": accepts, "non_wake_minutes": round(neg_s / 60, 1),
             "false_accepts_per_hour": round(per_hour, 2), "cpu_ms_per_device_s": round(1000 * cpu / audio_s, 3)}
 
@@ -164,12 +181,25 @@ async def bench_echo(cfg: GatewayConfig, runner, replies: int, boxes: int, say) 
             "barge_ins": len(over), "missed": missed, "latency_p50_ms": round(p50, 1), "latency_p95_ms": round(p95, 1)}
 
 
+def missed_targets(echo: dict[str, Any]) -> list[str]:
+    """The echo figures that miss the issue's targets: no self-interruption, every voice over the echo
+    stops the reply, p95 of that within 300 ms of the voice's onset."""
+    missed = []
+    if echo["self_interruptions"]:
+        missed.append(f"{echo['self_interruptions']} self-interruptions (target 0)")
+    if echo["missed"]:
+        missed.append(f"{echo['missed']} of {echo['barge_ins']} voices over the echo did not stop the reply")
+    if not echo["latency_p95_ms"] <= 300:  # NaN (nothing stopped) misses it too
+        missed.append(f"barge-in latency p95 {echo['latency_p95_ms']} ms (target <= 300)")
+    return missed
+
+
 def run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
     say = (lambda _: None) if args.json else (lambda m: print(m, flush=True))
     say(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     out: dict[str, Any] = {}
     if not args.echo_only:
-        out["wake"] = bench_wake_word(cfg, say)
+        out["wake"] = bench_wake_word(cfg, say, args.voices, args.sentences, args.noise_s)
     if not args.wake_only:
         from gateway.app import load_runner
 
@@ -179,18 +209,26 @@ def run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
             out["echo"] = asyncio.run(bench_echo(cfg, runner, args.replies, args.boxes, say))
         finally:
             runner.close()
+    out["missed_targets"] = missed_targets(out["echo"]) if "echo" in out else []
+    for missed in out["missed_targets"]:
+        say(f"target missed: {missed}")
     out["load_average"] = [round(x, 2) for x in os.getloadavg()]
     say(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.json:
         print(json.dumps(out))
-    return 0
+    return 1 if out["missed_targets"] else 0
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     b = sub.add_parser("bench-wake", parents=[common], help="wake word false rejects / false accepts per hour / "
-                       "CPU, and echo-proof barge-in: self-interruptions and barge-in latency")
+                       "CPU, and echo-proof barge-in: self-interruptions and barge-in latency (exit 1 when an "
+                       "echo target is missed)")
     b.add_argument("--replies", type=int, default=100, help="echoed replies (and barge-ins) to play (default 100)")
     b.add_argument("--boxes", type=int, default=10, help="echo boxes at once (default 10)")
+    b.add_argument("--voices", type=int, default=None, help="wake-word utterances of the first N of the 10 voices "
+                   "(5 phrases each, clean and in noise; default all: 100 utterances)")
+    b.add_argument("--sentences", type=int, default=None, help="non-wake sentences (default all 40)")
+    b.add_argument("--noise-s", type=float, default=300.0, help="seconds each of pink and white noise (default 300)")
     b.add_argument("--wake-only", action="store_true", help="only the wake-word part")
     b.add_argument("--echo-only", action="store_true", help="only the echo part")
     b.add_argument("--json", action="store_true", help="print the figures as JSON")

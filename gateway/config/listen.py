@@ -18,7 +18,7 @@ DEFAULT_STOP_WORDS = ("stop", "stop it", "be quiet", "quiet", "shut up", "that's
 class ListenConfig(_Section):
     mode: ListenModeName = "always"
     wake_words: tuple[str, ...] = ("okay_nabu",)
-    threshold: float | None = Field(None, gt=0, lt=1)  # None: each model's own cutoff (okay_nabu 0.85)
+    threshold: float | None = Field(None, gt=0, lt=1)  # None: okay_nabu 0.5 (measured), other models their own
     wake_window_s: float = Field(5.0, ge=0.5, le=60)  # after a bare wake word: time to start the question
     follow_up_s: float = Field(6.0, ge=0, le=120)
     stop_words: tuple[str, ...] = DEFAULT_STOP_WORDS
@@ -33,10 +33,11 @@ class ListenConfig(_Section):
 
     def mode_for(self, device_id: str, wakes_itself: bool) -> ListenModeName:
         """A device's mode: its entry in `devices`, else `always` when it announced its own wake word
-        (Hello capability WAKE_WORD: it streams only once woken), else `mode`."""
+        (Hello capability WAKE_WORD: it streams only once woken) unless `mode` is `ptt` (which holds for
+        every device: its AudioStart..AudioStop, a xiaozhi box's `listen start`..`listen stop`), else `mode`."""
         if device_id in self.devices:
             return self.devices[device_id]
-        return "always" if wakes_itself else self.mode
+        return "always" if wakes_itself and self.mode != "ptt" else self.mode
 
     def needs_wake_word(self) -> bool:
         """Whether any device may need the wake-word model (so it is loaded at start-up)."""

@@ -199,6 +199,8 @@ async def _dispatch(peer: _Peer, conv: Conversation, services: SessionServices, 
         elif isinstance(msg, AudioStart):
             if msg.format.codec != "pcm_s16le":
                 await peer.reject("unsupported-audio-format", f"codec {msg.format.codec} is not supported yet")
+            else:
+                conv.on_audio_start()
         elif isinstance(msg, AudioStop):
             await conv.on_audio_stop()
         elif isinstance(msg, TextInput):

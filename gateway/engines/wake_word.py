@@ -32,6 +32,11 @@ REFRACTORY_MS = 1500.0  # one utterance of the wake word is one detection
 # after the word ended; the word's end is better told by the step probability rising past RISE
 # (measured on piper and espeak-ng voices: within ~50 ms of the end of a bare "okay nabu").
 RISE = 0.5
+# The detection cutoff where `listen.threshold` is empty: measured for the built-in okay_nabu with
+# `gateway bench-wake` (docs/CONFIG.md, "Choosing the wake word": its own 0.85 missed 25 of 100
+# generated utterances, 0.5 misses 5 with no false accept in the non-wake speech, near misses and
+# noise); every other model keeps the cutoff its model file gives.
+CUTOFFS: dict[str, float] = {"okay_nabu": 0.5}
 
 
 @dataclass(frozen=True)
@@ -74,8 +79,12 @@ class MicroWakeWords:
         self.words = words
         self.threshold = threshold
         self._configs = tuple(_config_of(w) for w in words)
+        cutoffs = []
         for word, config in zip(words, self._configs):
-            self._load(word, config).close()  # fails here, at start-up, naming the model
+            model = self._load(word, config)  # fails here, at start-up, naming the model
+            cutoffs.append(threshold if threshold is not None else CUTOFFS.get(word, model.probability_cutoff))
+            model.close()
+        self.cutoffs = tuple(cutoffs)  # each word's detection cutoff
 
     @staticmethod
     def _load(word: str, config: Path) -> MicroWakeWord:
@@ -89,16 +98,16 @@ class MicroWakeWords:
 
     def detector(self) -> MicroDetector:
         models = [self._load(w, c) for w, c in zip(self.words, self._configs)]
-        return MicroDetector(self.words, models, self.threshold)
+        return MicroDetector(self.words, models, self.cutoffs)
 
 
 class MicroDetector:
     """One device's streaming wake-word state (WakeWordDetector)."""
 
-    def __init__(self, words: tuple[str, ...], models: list[MicroWakeWord], threshold: float | None) -> None:
+    def __init__(self, words: tuple[str, ...], models: list[MicroWakeWord], cutoffs: tuple[float, ...]) -> None:
         self._words = words
         self._models = models
-        self._cutoffs = [threshold if threshold is not None else m.probability_cutoff for m in models]
+        self._cutoffs = cutoffs
         self._features = MicroWakeWordFeatures()
         self._steps = 0  # feature vectors made so far
         self._last = [-REFRACTORY_MS] * len(models)  # audio ms of each word's last detection

@@ -48,7 +48,7 @@ from gateway.config.listen import ListenModeName
 from gateway.engines.base import VadEngine
 from gateway.engines.runner import EngineRunner
 from gateway.engines.wake_word import WakeWordDetector
-from gateway.voice.echo_guard import EchoGuard
+from gateway.voice.echo_guard import EchoGuard, Ended
 from gateway.voice.endpointing import Endpointer, Event
 from gateway.voice.events import (ListenChanged, ReplyEnded, SentenceStarted, SpeechEnded, SpeechStarted, TurnEvent,
                                   TurnEvents, TurnMetrics)
@@ -99,6 +99,7 @@ class Conversation:
         self._stop = StopCheck(device_id, StopWords(lc.stop_words), runner, self.interrupt)
         self._announced = False  # the current utterance is addressed: the device heard SpeechStarted
         self._told = False  # the device was told its first listen state
+        self._ptt_noted = False  # the log said once that audio outside the button's hold is ignored
         events = _Watched(events, self._watch)  # the Replier's ReplyEnded move the listen state
         self._runner = runner
         self._brain = brain
@@ -113,10 +114,12 @@ class Conversation:
             v.preroll_ms,
             wake=wake if self._listen.needs_wake_word else None,
         )
-        self._echo = EchoGuard(self._listener, self._listen, lc, audio_out.sample_rate)
+        self._echo = EchoGuard(self._listener, self._listen, lc, audio_out.sample_rate,
+                               lambda audio: runner.transcribe(audio, who=device_id), who=device_id)
 
         async def started(sentence: Sentence, stream_id: int) -> None:
             self._listen.reply_started()
+            self._echo.playing(sentence.speech)
             await events.publish(SentenceStarted(device_id, stream_id, sentence))
 
         self._speaker = Speaker(runner, self._echo.tap(send), audio_out, cfg.audio.chunk_ms, cfg.audio.prebuffer_ms,
@@ -127,7 +130,15 @@ class Conversation:
 
     # ---- inbound -------------------------------------------------------------------------
     async def on_audio(self, data: bytes) -> None:
+        if not self._listen.hears:  # ptt, the button not held: not listened to
+            if not self._ptt_noted:
+                self._ptt_noted = True
+                log.info("%s: listen mode ptt: microphone audio outside AudioStart..AudioStop is ignored",
+                         self.device_id)
+            return
         samples = s16le_to_float(data, self._in.channels)
+        seconds = samples.size / self._in.sample_rate
+        self._echo.received(seconds)
         if not self._told:
             self._told = True
             if self._listen.needs_wake_word:
@@ -139,11 +150,16 @@ class Conversation:
                 await self._on_event(heard.event, heard.audio_ms)
         if (change := self._listen.advance(self._listener.position_ms)) is not None:
             await self._tell(change, "")
-        if await self._echo.heard(samples):  # taken for the echo so far, but a voice is over it
+        if await self._echo.heard(samples, seconds):  # taken for the echo so far, but a voice is over it
             await self._speech_over_echo()
+
+    def on_audio_start(self) -> None:
+        """The device started its microphone stream (AudioStart; in `ptt`: the button is pressed)."""
+        self._listen.mic_opened()
 
     async def on_audio_stop(self) -> None:
         """The device ended its audio stream (push-to-talk released): the utterance ends now."""
+        self._listen.mic_closed()
         running = self._listener.in_speech
         self._listener.force_endpoint()
         if running and self._listener.utterance_audio().size:
@@ -168,6 +184,7 @@ class Conversation:
     async def close(self) -> None:
         """End the running reply and the speculative decode (cancelled and awaited)."""
         await self._stop.close()
+        await self._echo.close()
         await self._replier.close()
         await self._drop_speculation()
         self._speaker.drop_prepared()
@@ -185,7 +202,7 @@ class Conversation:
         elif event is Event.SPECULATE:
             if not self._announced:
                 return  # decoded at the endpoint if at all
-            decode = self._decode(self._question_audio())
+            decode = self._stop.screened(self._decode(self._question_audio()))
             reply = None
             if self._speculate_reply:
                 ctx = BrainContext(self.device_id, datetime.now().astimezone(), reports_playback=True)
@@ -207,9 +224,13 @@ class Conversation:
         whole = self._listener.utterance_audio()
         self._listener.end_utterance()
         announced, self._announced = self._announced, False
-        if self._echo.utterance_ended():  # the reply's own echo from start to end: nobody spoke
+        ended = await self._echo.utterance_ended()
+        if ended is Ended.ECHO:  # the reply's own echo from start to end: nobody spoke
             log.info("%s: the reply's own echo (%.1f s): no barge-in, no turn", self.device_id, _ms(whole) / 1000)
             outcome = Outcome(Verdict.DROP)
+        elif ended is Ended.VOICE_AT_END and not announced:  # its words were not the reply's: a voice
+            await self._speech_over_echo()
+            announced, self._announced = self._announced, False
         if outcome.verdict is not Verdict.TURN:
             await self._drop_speculation()
             if outcome.verdict is Verdict.CHECK_STOP:
@@ -222,7 +243,7 @@ class Conversation:
         spec, self._spec = self._spec, None
         if spec is not None:  # the turn owns the speculative decode (and reply) from here on
             metrics.speculative = True
-            self._replier.answer(self._stop.screened(spec.decode), metrics, spec.reply)
+            self._replier.answer(spec.decode, metrics, spec.reply)  # screened for a stop word already
         else:
             self._replier.answer(self._stop.screened(self._decode(audio)), metrics)
 

@@ -9,11 +9,25 @@ energy the reference does not explain, so the peak falls (equal loudness: ~0.7).
 5-9 ms for a 250 ms window against 3 s of reference (2-core VM at load average 7); checked
 every 90 ms only while a reply plays and the VAD hears speech (run it off the event loop all the same).
 A quiet echo in room noise correlates less: then what the reference leaves unexplained is compared
-with the room's noise level (`explains`). A room's reverberation lowers the echo's peak too and
+with the room's noise level (`verdict`). A room's reverberation lowers the echo's peak too and
 leaves more unexplained: `listen.echo_similarity` sets where echo ends.
+
+The reference is laid out on the box's own clock, which the gateway sees as its microphone stream
+(seconds of microphone audio received): audio sent after the box must have played all it had (a
+late TTS piece) gets that much silence before it. Where that estimate is off (a box's jitter buffer,
+a network burst) a window across the cut holds two pieces at two delays and correlates less with
+either; so a window that is not echo as a whole is compared again as up to three parts cut at
+multiples of 1/PIECES of it, each at its own delay, their unexplained power summed
+(`cut_similarity`; measured on the windows that had interrupted a reply: 0.54-0.89 as a whole,
+0.89-0.998 in parts). A
+voice over the echo adds power in both parts: a person as loud as the echo stays near 0.7 either way. Between `UNSURE_FROM` and the threshold the verdict is
+UNSURE (a quiet voice, or an echo the alignment still misses): the caller decides by the words
+(gateway/voice/echo_guard.py).
 """
 
 from __future__ import annotations
+
+import enum
 
 import numpy as np
 
@@ -22,6 +36,14 @@ from gateway.audio.pcm import StreamResampler, int16_to_float
 RATE = 16000
 MAX_GAP_S = 1.0
 NOISE_MARGIN = 4.0  # 6 dB above the room's noise is more than noise
+PIECES = 4  # a window not explained as a whole is compared again in this many parts (62.5 ms of 250)
+UNSURE_FROM = 0.8  # below the threshold down to here: UNSURE (a voice ~2.5 dB and more below the echo)
+
+
+class Verdict(enum.Enum):
+    ECHO = "echo"
+    VOICE = "voice"
+    UNSURE = "unsure"
 
 
 class EchoReference:
@@ -32,7 +54,8 @@ class EchoReference:
         self._play_end: float | None = None  # clock time at which the box has played all that was sent
 
     def played(self, pcm: bytes, now: float) -> None:
-        """Reply audio sent to the device (16-bit mono PCM at its output rate) at clock time `now` (s).
+        """Reply audio sent to the device (16-bit mono PCM at its output rate) at box time `now` (s: the
+        microphone audio received from it so far).
 
         Audio sent after the box must have played all it had (the TTS was late) leaves a gap in what
         the box plays: that much silence (at most MAX_GAP_S) goes into the reference before it."""
@@ -51,36 +74,83 @@ class EchoReference:
         """Peak normalized correlation (0..1) of `mic` (16 kHz float32) with the reference."""
         return similarity(mic, self._audio.copy())
 
-    def explains(self, mic: np.ndarray, threshold: float, noise_power: float | None) -> bool:
-        """Is `mic` the echo? Yes when it correlates with the reference at `threshold` or more, or
-        when what the reference leaves unexplained (mic power x (1 - similarity^2)) is no more than
-        the room's noise (`noise_power`, per sample: the microphone between utterances) x NOISE_MARGIN:
-        a quiet echo in noise correlates less, but a person's voice adds power the noise does not."""
-        sim = self.similarity(mic)
+    def verdict(self, mic: np.ndarray, threshold: float, noise_power: float | None) -> Verdict:
+        """Is `mic` the echo? ECHO when it correlates with the reference at `threshold` or more (as a
+        whole or in parts across cuts), or when what the reference leaves unexplained (mic power x
+        (1 - similarity^2)) is no more than the room's noise (`noise_power`, per sample: the microphone
+        between utterances) x NOISE_MARGIN: a quiet echo in noise correlates less, but a person's
+        voice adds power the noise does not. UNSURE from UNSURE_FROM up to `threshold`, else VOICE."""
+        ref = self._audio.copy()
+        sim = similarity(mic, ref)
+        if sim < threshold and mic.size >= PIECES * 160:
+            sim = max(sim, cut_similarity(mic, ref))
         if sim >= threshold:
-            return True
-        if noise_power is None or not mic.size:
-            return False
-        residual = float(np.mean(mic.astype(np.float64) ** 2)) * (1.0 - sim * sim)
-        return residual <= noise_power * NOISE_MARGIN
+            return Verdict.ECHO
+        if noise_power is not None and mic.size:
+            residual = float(np.mean(mic.astype(np.float64) ** 2)) * (1.0 - sim * sim)
+            if residual <= noise_power * NOISE_MARGIN:
+                return Verdict.ECHO
+        return Verdict.UNSURE if sim >= UNSURE_FROM else Verdict.VOICE
+
+    def explains(self, mic: np.ndarray, threshold: float, noise_power: float | None) -> bool:
+        """`verdict` is ECHO."""
+        return self.verdict(mic, threshold, noise_power) is Verdict.ECHO
 
 
 def similarity(mic: np.ndarray, ref: np.ndarray) -> float:
-    n = mic.size
+    """Peak normalized correlation (0..1) of `mic` with `ref` over every delay."""
+    return float(_Reference(ref, mic.size).peaks(mic[None, :])[0]) if mic.size and ref.size else 0.0
+
+
+def cut_similarity(mic: np.ndarray, ref: np.ndarray, pieces: int = PIECES, parts: int = 3) -> float:
+    """`mic` as up to `parts` contiguous parts, each at its own best delay (cuts in what the box played
+    at multiples of 1/`pieces` of the window: a gap the reference misplaced is two cuts), the best
+    split: sqrt(1 - unexplained / total power)."""
+    n = mic.size // pieces
     if n == 0 or not ref.size:
         return 0.0
-    # The window may hold the echo's onset (the reference starts inside it) or the echo's end (the
-    # box played all that was sent, then silence): both ends padded with silence.
-    pad = np.zeros(n, np.float32)
-    ref = np.concatenate([pad, ref, pad])
-    mic = mic - mic.mean()
-    mic_norm = float(np.sqrt(np.dot(mic, mic)))
-    if mic_norm < 1e-6:
+    mic = mic[: n * pieces]
+    total = float(np.sum(mic.astype(np.float64) ** 2))
+    if total <= 0.0:
         return 0.0
-    size = 1 << int(np.ceil(np.log2(ref.size + n)))
-    corr = np.fft.irfft(np.fft.rfft(ref, size) * np.conj(np.fft.rfft(mic, size)), size)[: ref.size - n + 1]
-    energy = np.concatenate([[0.0], np.cumsum(ref.astype(np.float64) ** 2)])
-    window = np.sqrt(np.maximum(energy[n:] - energy[:-n], 0.0))  # |ref[k:k+n]| for every lag k
-    sims = corr / np.maximum(window * mic_norm, 1e-9)
-    sims[window < 1e-3 * np.sqrt(n)] = 0.0  # silent reference there: nothing to echo
-    return float(np.clip(sims.max(), 0.0, 1.0))
+    reference = _Reference(ref, mic.size)  # one FFT of the reference for every part
+    unexplained = {}  # (first, end) piece index -> that part's power x (1 - its peak^2)
+    for length in range(1, pieces + 1):
+        spans = [(a, a + length) for a in range(pieces - length + 1)]
+        rows = np.stack([mic[a * n : b * n] for a, b in spans])
+        for span, row, sim in zip(spans, rows, reference.peaks(rows)):
+            unexplained[span] = float(np.sum(row.astype(np.float64) ** 2)) * (1.0 - float(sim) ** 2)
+    # best[k][j]: the least unexplained power of pieces [0, j) in k parts
+    best = [[0.0] + [np.inf] * pieces]
+    for _ in range(parts):
+        prev = best[-1]
+        best.append([0.0] + [min(prev[i] + unexplained[i, j] for i in range(j)) for j in range(1, pieces + 1)])
+    least = min(row[pieces] for row in best[1:])
+    return float(np.sqrt(max(0.0, 1.0 - least / total)))
+
+
+class _Reference:
+    """The reference padded with `longest` samples of silence at both ends (a window may hold the
+    echo's onset, where the reference starts inside it, or its end, after which the box played
+    silence), transformed once for windows of up to `longest` samples."""
+
+    def __init__(self, ref: np.ndarray, longest: int) -> None:
+        pad = np.zeros(longest, np.float32)
+        self._ref = np.concatenate([pad, ref, pad])
+        self._size = 1 << int(np.ceil(np.log2(self._ref.size + longest)))
+        self._spectrum = np.fft.rfft(self._ref, self._size)
+        self._energy = np.concatenate([[0.0], np.cumsum(self._ref.astype(np.float64) ** 2)])
+
+    def peaks(self, mics: np.ndarray) -> np.ndarray:
+        """Each row of `mics` (equal lengths n): its peak normalized correlation with the reference."""
+        n = mics.shape[1]
+        mics = mics - mics.mean(axis=1, keepdims=True)
+        norms = np.sqrt(np.sum(mics.astype(np.float64) ** 2, axis=1))
+        spectra = self._spectrum[None, :] * np.conj(np.fft.rfft(mics, self._size, axis=1))
+        corr = np.fft.irfft(spectra, self._size, axis=1)[:, : self._ref.size - n + 1]
+        window = np.sqrt(np.maximum(self._energy[n:] - self._energy[:-n], 0.0))  # |ref[k:k+n]| per lag k
+        sims = corr / np.maximum(window[None, :] * norms[:, None], 1e-9)
+        sims[:, window < 1e-3 * np.sqrt(n)] = 0.0  # silent reference there: nothing to echo
+        peaks = np.clip(sims.max(axis=1), 0.0, 1.0)
+        peaks[norms < 1e-6] = 0.0  # a silent part explains nothing (and has no power to explain)
+        return peaks

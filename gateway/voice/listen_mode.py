@@ -5,7 +5,9 @@ the wall clock, so the machine is exact and unit-testable without sleeping.
 
 Modes (`listen.mode`, docs/CONFIG.md):
 - `always`: every utterance is a turn (the behaviour without a wake word).
-- `ptt`: the box streams only while its button is held; every utterance is a turn.
+- `ptt`: turns only while the box's button is held: between its AudioStart and AudioStop (xiaozhi:
+  `listen start` ... `listen stop`); every utterance in there is a turn, its AudioStop ends one.
+  Microphone audio outside is not listened to (`hears`).
 - `wake`: a turn needs the wake word. The words after it in the same breath are the question
   ("okay nabu, what time is it": the turn hears the audio after the detection). A wake word alone
   opens a window of `wake_window_ms` in which the next utterance is the question.
@@ -58,6 +60,7 @@ class ListenMode:
     open_until_ms: float = field(default=0.0, init=False)  # end of the woken / follow-up window
     wake_at_ms: float | None = field(default=None, init=False)  # the last detection not yet used by a turn
     replying: bool = field(default=False, init=False)
+    held: bool = field(default=False, init=False)  # ptt: between the box's AudioStart and AudioStop
 
     def __post_init__(self) -> None:
         self.state = Listening.ASLEEP if self.needs_wake_word else Listening.LISTENING
@@ -67,6 +70,19 @@ class ListenMode:
         return self.mode in ("wake", "follow-up")
 
     # ---- inputs ---------------------------------------------------------------------------
+    def mic_opened(self) -> None:
+        """The box started its microphone stream (AudioStart: the ptt button is pressed)."""
+        self.held = True
+
+    def mic_closed(self) -> None:
+        """The box ended its microphone stream (AudioStop: the button is released)."""
+        self.held = False
+
+    @property
+    def hears(self) -> bool:
+        """Is microphone audio listened to now? Always, except in `ptt` outside the button's hold."""
+        return self.mode != "ptt" or self.held
+
     def advance(self, now_ms: float) -> Listening | None:
         """Audio time passed: a window that has run out closes. The new state, if it changed."""
         if self.state is not Listening.ASLEEP and self.needs_wake_word and now_ms >= self.open_until_ms:

@@ -7,6 +7,10 @@ with its metrics. `interrupt` cancels the running turn within one chunk and publ
 the `ReplyEnded` of what was played and the turn's metrics. The brain session hears what was
 played (`spoken`) after the reply ended or was interrupted.
 
+A decode that raises `NoTurn` (the transcript was a stop word, gateway/voice/stop_check.py) makes
+no turn: nothing of it is published (no `Transcribed`, so the device gets no empty Transcript; no
+`TurnFinished`), the brain is not asked, and every other reply still running stops.
+
 Every task is owned: a turn's task, its decode and its speculative reply are cancelled and awaited
 when it is interrupted, replaced or closed (`Turn.stop`); `close` ends them all.
 """
@@ -31,6 +35,10 @@ from gateway.voice.speculation import SpeculativeReply
 log = logging.getLogger(__name__)
 
 Decode = asyncio.Future[tuple[str, float]]  # (transcript, decode compute ms)
+
+
+class NoTurn(Exception):
+    """Raised by a turn's decode: the utterance is no turn after all; its text says why (a stop word)."""
 
 
 @dataclass(eq=False)
@@ -87,8 +95,10 @@ class Replier:
     async def interrupt(self, reason: str) -> None:
         """Barge-in: stop the reply within one chunk and publish what was played of it."""
         turn = self._turn
-        if turn is None or not turn.running:
-            return
+        if turn is not None and turn.running:
+            await self._stop(turn, reason)
+
+    async def _stop(self, turn: Turn, reason: str) -> None:
         await turn.stop()
         log.info("%s (%s): reply interrupted: %s", self._peer, self._device_id, reason)
         await self._events.publish(BargedIn(self._device_id, reason, turn.play.open_stream))
@@ -127,6 +137,13 @@ class Replier:
                 if reply is not None:  # asked on a speculative transcript that turned out to be no turn
                     await reply.withdraw()
                     self._speaker.drop_prepared()
+        except NoTurn as exc:
+            log.info("%s (%s): %s: no turn", self._peer, self._device_id, exc)
+            if reply is not None:  # the brain is not asked (or forgets it was)
+                await reply.withdraw()
+                self._speaker.drop_prepared()
+            for other in [t for t in self._turns if t is not turn and t.running]:  # vad.barge_in off
+                await self._stop(other, str(exc))
         except asyncio.CancelledError:
             m.barged_in = True
             m.reply = play.said()

@@ -1,8 +1,9 @@
 """Stop words in one conversation (`listen.stop_words`, the words: gateway/voice/listen_mode.py).
 
-A transcript that is only a stop word ends the reply and starts no turn: a turn's decode is
-`screened`, its stop word turned into no words (the Replier then answers nothing, and the
-conversation's barge-in has already stopped the reply). Speech not addressed to the gateway while a
+A transcript that is only a stop word ends the reply and starts no turn: a turn's decode (and a
+speculative one, so the brain is never asked "stop") is `screened`: a stop word raises `NoTurn`, on
+which the Replier publishes nothing of the turn (no Transcript for the device) and stops any reply
+still running (the conversation's barge-in at the speech start has usually stopped it already). Speech not addressed to the gateway while a
 reply plays is transcribed only to look for a stop word (`check`): one such check at a time, the
 newest; it interrupts the reply if it hears one.
 """
@@ -17,6 +18,7 @@ import numpy as np
 
 from gateway.engines.runner import EngineRunner
 from gateway.voice.listen_mode import StopWords
+from gateway.voice.replier import NoTurn
 
 log = logging.getLogger(__name__)
 
@@ -32,12 +34,11 @@ class StopCheck:
         self._task: asyncio.Task[None] | None = None
 
     def screened(self, decode: asyncio.Future[tuple[str, float]]) -> asyncio.Task[tuple[str, float]]:
-        """The decode, with a transcript that is only a stop word turned into no words (no turn)."""
+        """The decode, raising NoTurn when its transcript is only a stop word."""
         async def run() -> tuple[str, float]:
             text, ms = await decode
             if text and self._words.matches(text):
-                log.info("%s: stop word %r: the reply stops, no turn", self.device_id, text)
-                return "", ms
+                raise NoTurn(f"stop word {text!r}: the reply stops")
             return text, ms
 
         return asyncio.create_task(run(), name=f"screened decode {self.device_id}")

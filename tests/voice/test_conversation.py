@@ -196,3 +196,44 @@ async def test_push_to_talk_stop_ends_the_utterance_at_once_and_a_stop_without_s
     await say(conv, silence(700))
     assert len(dev.of(Transcript)) == 1 and len(await metrics.wait(1)) == 1
     await conv.close()
+
+
+def ptt_conversation(fake_runner, brain: ScriptedBrain, dev: Device) -> Conversation:
+    cfg = parse_config({"listen": {"mode": "ptt"}}, ROOT)
+    return Conversation("box-1", "test", cfg, fake_runner, brain, dev.send, AudioFormat(sample_rate=MIC),
+                        AudioFormat(sample_rate=16000), TurnEvents([to_device(dev.send)]), mode="ptt")
+
+
+async def test_ptt_hears_turns_only_between_the_boxs_audio_start_and_stop(fake_runner, fake_speak) -> None:
+    brain, dev = ScriptedBrain(answers), Device()
+    conv = ptt_conversation(fake_runner, brain, dev)
+    try:
+        await say(conv, np.concatenate([words(fake_speak, "Tell me a story"), silence(900)]))  # button not held
+        assert dev.sent == [] and brain.utterances == []
+        conv.on_audio_start()  # pressed
+        await say(conv, np.concatenate([words(fake_speak, "What time is it"), silence(900)]))  # endpointed by the VAD
+        await dev.until(final)
+        await say(conv, np.concatenate([words(fake_speak, "Turn on the light"), silence(100)]))
+        await conv.on_audio_stop()  # released before the VAD's endpoint: the utterance ends there
+        await dev.until(final, after=dev.sent.index(dev.of(ReplyText)[-1]) + 1)
+        await say(conv, np.concatenate([words(fake_speak, "Tell me a joke"), silence(900)]))  # released: not heard
+        assert brain.utterances == ["What time is it", "Turn on the light"]
+        assert [m.text for m in dev.of(Transcript)] == ["What time is it", "Turn on the light"]
+    finally:
+        await conv.close()
+
+
+async def test_a_spoken_stop_word_is_no_turn_and_sends_no_transcript(fake_runner, fake_speak) -> None:
+    brain, dev, metrics = ScriptedBrain(answers), Device(), Reports()
+    conv = conversation(fake_runner, brain, dev, metrics, prebuffer_ms=300)
+    try:
+        await conv.on_text("tell me a story")
+        await dev.until(lambda m: isinstance(m, AudioChunk) and m.seq == 8)
+        await say(conv, np.concatenate([words(fake_speak, "stop"), silence(900)]))
+        await dev.until(lambda m: isinstance(m, AudioStop) and m.reason == StopReason.ABORTED)
+        await say(conv, silence(300))
+        assert [m.text for m in dev.of(Transcript)] == ["tell me a story"]  # no empty one for "stop"
+        assert brain.utterances == ["tell me a story"]
+        assert [m.transcript for m in await metrics.wait(1)] == ["tell me a story"]  # no turn's metrics
+    finally:
+        await conv.close()

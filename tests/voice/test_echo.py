@@ -1,12 +1,14 @@
 """The echo check on synthetic signals: the reply's own echo (delayed, attenuated, noisy) is
-recognised at every delay; a second voice over it is not echo."""
+recognised at every delay and across a cut the reference misplaced; a second voice over it is not
+echo; an unsure utterance's words tell its echo from a voice."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from gateway.voice.echo import EchoReference, similarity
+from gateway.voice.echo import EchoReference, Verdict, cut_similarity, similarity
+from gateway.voice.echo_guard import is_echo_of, words_of
 
 RATE = 16000
 
@@ -64,3 +66,37 @@ def test_a_late_piece_leaves_the_gap_the_box_heard() -> None:
     mic = np.concatenate([a, np.zeros(RATE // 2, np.float32), b])  # what the box played
     for start in range(0, mic.size - 4000, 1000):
         assert ref.explains(mic[start : start + 4000] * 0.5, 0.9, 1e-6), start
+
+
+@pytest.mark.parametrize("missing_s, extra_s", [(0.3, 0.0), (0.0, 0.3)])
+def test_a_window_across_a_cut_the_reference_misplaced_is_still_the_echo(missing_s: float, extra_s: float) -> None:
+    """The box played a gap the reference does not have (or the reference has one the box did not play):
+    a window across that cut holds two pieces at two delays; compared in parts it is the echo."""
+    a, b = speechlike(1.0, seed=6), speechlike(1.0, seed=7)
+    ref = EchoReference(RATE)
+    ref.played(pcm(np.concatenate([a, np.zeros(int(extra_s * RATE), np.float32), b])), 0.0)
+    played = np.concatenate([a, np.zeros(int(missing_s * RATE), np.float32), b])  # what the box played
+    cut = a.size + int(missing_s * RATE) // 2
+    rng = np.random.default_rng(3)
+    mic = (played * 0.5 + rng.normal(0, 0.003, played.size)).astype(np.float32)
+    window = mic[cut - 2500 : cut + 1500]  # 250 ms across the cut
+    assert similarity(window, ref._audio) < 0.9  # as a whole it is not the echo
+    assert ref.verdict(window, 0.9, 0.003**2) is Verdict.ECHO
+
+
+def test_a_voice_over_the_echo_across_a_cut_is_not_echo() -> None:
+    a, b, voice = speechlike(1.0, seed=6), speechlike(1.0, seed=7), speechlike(1.0, seed=8)
+    ref = EchoReference(RATE)
+    ref.played(pcm(np.concatenate([a, b])), 0.0)
+    mic = np.concatenate([a, np.zeros(RATE // 5, np.float32), b]) * 0.5  # the box played a 0.2 s gap
+    mic[RATE - 4000 : RATE + 4000] += voice[:8000] * 0.5  # a person as loud as the echo, over the cut
+    assert ref.verdict(mic[RATE - 2000 : RATE + 2000], 0.9, 1e-6) is Verdict.VOICE
+    assert cut_similarity(mic[RATE - 2000 : RATE + 2000], ref._audio) < 0.8
+
+
+@pytest.mark.parametrize("heard, echo", [("once upon a time there", True), ("a small robot that", True),
+                                         ("", True), ("what time is it", False), ("stop the story please", False),
+                                         ("upon a time what", True)])
+def test_the_words_of_an_unsure_utterance_tell_its_echo_from_a_voice(heard: str, echo: bool) -> None:
+    played = words_of("Once upon a time there was a small robot that lived in a very big house.")
+    assert is_echo_of(heard, played) is echo

@@ -156,6 +156,22 @@ async def test_stop_ends_the_reply_at_once_without_a_new_turn(box, wake_runner: 
     assert len(brain.utterances) == 1  # "stop" was no turn
 
 
+@pytest.mark.parametrize("box", ["always"], indirect=True)
+async def test_a_stop_word_as_a_turn_stops_the_reply_and_sends_no_transcript(box, wake_runner: EngineRunner) -> None:
+    """Through the normal path (listen.mode always: every utterance is a turn) "stop" is no turn: the
+    reply stops, the device gets no (empty) Transcript, the brain is not asked."""
+    conv, brain, dev = box
+    await conv.on_text("tell me a story")
+    await dev.until(lambda m: isinstance(m, AudioChunk) and m.seq == 10, timeout=30)
+    await say(conv, utter(piper(wake_runner, "Stop.")))
+    aborted = await dev.until(lambda m: isinstance(m, AudioStop) and m.reason == StopReason.ABORTED, timeout=15)
+    assert final(dev.sent[aborted + 1])
+    await say(conv, silence(1500))  # the decode of "stop" has long finished
+    assert [m.text for m in dev.of(Transcript)] == ["tell me a story"]  # the typed question's only
+    assert brain.utterances == ["tell me a story"]
+    assert [m.event for m in dev.of(VadEvent)] == [VadEvent.SPEECH_START, VadEvent.SPEECH_END]
+
+
 async def test_a_wake_word_during_the_reply_barges_in_and_its_question_is_answered(
         box, wake_runner: EngineRunner) -> None:
     conv, brain, dev = box

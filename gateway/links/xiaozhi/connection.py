@@ -3,8 +3,9 @@
 So the box's session runs through the same `serve_device`, voice pipeline, brain, memory,
 expression and screens as every other device. Inbound: the box's JSON hello -> `Hello` (PCM
 audio in/out, ACTION so Action/Sentiment arrive), Opus packets -> `AudioChunk` PCM, `listen stop`
--> `AudioStop` (push-to-talk released), `abort` -> `Abort`; `listen start/detect` only set the
-mode / are logged; `mcp` -> the box's tools (box_tools.py: listed after the welcome when its
+-> `AudioStop` (push-to-talk released), `listen start` -> `AudioStart` (the microphone opens: in
+`listen.mode` ptt the turns are heard only from there to `listen stop`), `abort` -> `Abort`;
+`listen detect` is logged; `mcp` -> the box's tools (box_tools.py: listed after the welcome when its
 hello has features.mcp, called by the brain, the MCP server and Action codes). Outbound:
 `Welcome` -> hello reply, `Transcript` -> `stt`, a reply's first
 `ReplyText`/`AudioStart` -> `tts start`, `ReplyText(final=False)` -> `tts sentence_start`,
@@ -89,6 +90,7 @@ class XiaozhiConnection:
         self._hello = False
         self._session = ""
         self._decoder: OpusDecoder | None = None
+        self._mic_rate = 16000  # the box's microphone rate (its hello's audio_params)
         self._encoder: OpusEncoder | None = None
         self._box = BoxPlayback(settings.max_ahead_ms)
         self._seq = 0
@@ -173,6 +175,7 @@ class XiaozhiConnection:
             log.error("%s: %s", self.peer, exc.text)
             raise ProtocolError("unsupported-audio-format", exc.text) from None
         self._hello = True
+        self._mic_rate = rate
         self._device_id = device_id
         features = msg.get("features") if isinstance(msg.get("features"), dict) else {}
         if features.get("mcp") is True and self._tool_services is not None:
@@ -198,6 +201,8 @@ class XiaozhiConnection:
             self.mode = msg["mode"]
         if state == "start":
             log.debug("%s: listening (%s mode)", self.peer, self.mode)
+            return AudioStart(stream_id=_MIC_STREAM, format=AudioFormat(codec="pcm_s16le", sample_rate=self._mic_rate,
+                                                                        channels=1))
         elif state == "stop":
             return AudioStop(stream_id=_MIC_STREAM, reason=StopReason.END)
         elif state == "detect":

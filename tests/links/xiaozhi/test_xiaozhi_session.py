@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 
 import numpy as np
 import pytest
+import pytest_asyncio
 
 from gateway.audio.pcm import resample
 from gateway.links.xiaozhi.emotions import EMOJI
 from tests.links.xiaozhi.box import XiaozhiBox, http_post
+from tests.links.xiaozhi.conftest import serve_xiaozhi, xiaozhi_cfg
 
 OTA = "/xiaozhi/ota/"
 
@@ -135,4 +138,29 @@ async def test_each_spoken_sentence_gets_a_firmware_emotion_before_its_audio(xz_
     emotions = box.of_type("llm")
     assert emotions and all(m["emotion"] in EMOJI and m["text"] == EMOJI[m["emotion"]] for m in emotions)
     assert box.events.index("llm") < box.events.index("audio")
+    await box.close()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def xz_ptt_gateway(tmp_path_factory: pytest.TempPathFactory, fake_runner) -> AsyncIterator[str]:
+    """listen.mode ptt (which holds for a xiaozhi box too), fake engines."""
+    async for url in serve_xiaozhi(xiaozhi_cfg(tmp_path_factory.mktemp("xz-ptt"), listen={"mode": "ptt"}), fake_runner):
+        yield url
+
+
+async def test_ptt_mode_hears_only_between_listen_start_and_listen_stop(xz_ptt_gateway, fake_speak, fake_transcribe):
+    box = await booted_box(xz_ptt_gateway, mac="a0:b1:c2:00:06:01")
+    await box.open()
+    await box.say(mic(fake_speak, "Tell me a story."), silence_s=1.5)  # the mic streams, the button is not held
+    await box.listen("manual")  # pressed
+    await box.say(mic(fake_speak, "What time is it?"))
+    await box.stop_listening()  # released
+    await box.say(mic(fake_speak, "Hello!"), silence_s=1.5)  # not held again
+    assert (await _turn(box, fake_transcribe, "What time is it?")).startswith("It is ")
+    await box.listen("manual")
+    await box.say(mic(fake_speak, "Turn on the light."))
+    await box.stop_listening()
+    await box.wait_until(lambda: box.events.count("tts:stop") == 2, 30)
+    heard = [m["text"] for m in box.of_type("stt")]  # "Tell me a story" and "Hello" were not heard
+    assert len(heard) == 2 and heard[0] == "What time is it?" and heard[1].startswith("Turn on the light"), heard
     await box.close()
