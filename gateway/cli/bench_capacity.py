@@ -9,7 +9,8 @@ reply audio (measured by the box: its question's last sample sent -> the first r
 received, the 500 ms endpoint silence included), the gateway's own endpoint -> first audio, the
 transcripts' WER against the question text, the process CPU (gateway and boxes: one process), the
 main thread's share of it (`loop%`: the event loop's Python work, gateway and boxes, which holds
-the GIL: near 100% it, not the cores, is what the turns wait for) and RSS. Capacity = the largest
+the GIL: near 100% it, not the cores, is what the turns wait for), the process CPU per question
+answered (`CPU s/turn`: times the turn rate, what N boxes need of the cores) and RSS. Capacity = the largest
 N whose p95 stays within 1.5x of N=1's. Then, separately, the worst
 case: N boxes whose questions end at the same instant.
 """
@@ -206,6 +207,8 @@ async def _round(url: str, tag: str, plans: list[list[tuple[float, str, np.ndarr
             "wer": round(errors / words, 3) if words else None,
             "waited": [b - a for a, b in zip(waits0, _waits(runner))],  # asr, tts calls that waited for a worker
             "cpu_pct": round(100 * cpu / wall), "loop_cpu_pct": round(100 * loop_cpu / wall),
+            # process CPU (gateway and boxes) per question answered: what a turn costs the machine
+            "cpu_s_per_turn": round(cpu / len(lat), 2) if lat else None,
             "rss_mb": round(_rss_mb()),
             "load": f"{load0:.1f}-{_load():.1f}", "failures": failed[:5], "failed": len(failed)}
 
@@ -272,14 +275,14 @@ async def _run(cfg: GatewayConfig, sizes: list[int], min_turns: int, spread_s: f
 
 def print_report(report: dict) -> None:
     head = (f"{'N':>3} {'turns':>5} {'p50':>6} {'p95':>6} {'max':>6} {'gw p95':>6} {'WER':>5} {'CPU%':>5} {'loop%':>5} "
-            f"{'RSS MB':>6} {'fail':>4}  load")
+            f"{'CPU s/turn':>10} {'RSS MB':>6} {'fail':>4}  load")
     for title, rows in (("conversation (end of input -> first reply audio, ms)", report["conversation"]),
                         ("questions ending at the same instant", report["simultaneous"])):
         print(f"\n{title}\n{head}")
         for r in rows:
             print(f"{r['boxes']:>3} {r['turns']:>5} {r['p50_ms']:>6} {r['p95_ms']:>6} {r['max_ms'] or '-':>6} "
                   f"{r['gateway_p95_ms']:>6} {r['wer'] if r['wer'] is not None else '-':>5} {r['cpu_pct']:>5} "
-                  f"{r['loop_cpu_pct']:>5} "
+                  f"{r['loop_cpu_pct']:>5} {r['cpu_s_per_turn'] or '-':>10} "
                   f"{r['rss_mb']:>6} {r['failed']:>4}  {r['load']}")
     print(f"\ncapacity: {report['capacity']} boxes (p95 within 1.5x of N=1: <= {report['deadline_ms']} ms)")
 
