@@ -89,7 +89,7 @@ async def bench_postgres(embedder: Any, sizes: tuple[int, ...], dsn: str, out=pr
             t = time.perf_counter()
             queries = np.concatenate([await memory.embed_query([q]) for q in questions])
             results["query_embedding_ms"] = round((time.perf_counter() - t) * 1000 / len(queries), 2)
-            filled, matrix = 0, np.zeros((0, queries.shape[1]), np.float32)
+            filled, chunks = 0, []
             for size in sizes:
                 t = time.perf_counter()
                 if composed:
@@ -98,9 +98,10 @@ async def bench_postgres(embedder: Any, sizes: tuple[int, ...], dsn: str, out=pr
                     vecs = (all_vecs[i - filled:min(i + 256, size) - filled] if composed
                             else await memory.embed(sentences[i:min(i + 256, size)]))
                     await asyncio.to_thread(_copy_nodes, bench_dsn, vecs, i)
-                    matrix = np.concatenate([matrix, vecs.astype(np.float32)])
+                    chunks.append(vecs.astype(np.float32))
                 out(f"{'composed' if composed else 'embedded'} and copied {size - filled} vectors in "
                     f"{time.perf_counter() - t:.1f} s")
+                matrix = np.concatenate(chunks)
                 build_s = await asyncio.to_thread(_build_index, bench_dsn)
                 out(f"HNSW index over {size} nodes built in {build_s:.1f} s")
                 filled = size
