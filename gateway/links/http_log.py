@@ -19,8 +19,8 @@ class HttpAnswerFilter(logging.Filter):
 
 
 def server_logger() -> logging.Logger:
-    """The logger to give websockets' serve(): websockets.server's records, HTTP answers filtered."""
-    logger = logging.getLogger("websockets.server.http")
+    """The logger to give websockets' serve(): its own (websockets.server), HTTP answers filtered."""
+    logger = logging.getLogger("websockets.server")
     if not any(isinstance(f, HttpAnswerFilter) for f in logger.filters):
         logger.addFilter(HttpAnswerFilter())
     return logger

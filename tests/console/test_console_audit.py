@@ -68,13 +68,13 @@ async def test_the_firmware_settings_name_the_address_the_console_was_opened_on(
 
 async def test_http_answers_are_not_logged_as_rejected_connections_but_refusals_are() -> None:
     def record(status: int, reason: str) -> logging.LogRecord:
-        return logging.LogRecord("websockets.server.http", logging.INFO, __file__, 1, "connection rejected (%d %s)",
+        return logging.LogRecord("websockets.server", logging.INFO, __file__, 1, "connection rejected (%d %s)",
                                  (status, reason), None)
 
     keep = HttpAnswerFilter().filter
     assert not keep(record(200, "OK")) and not keep(record(302, "Found"))
     assert keep(record(401, "Unauthorized")) and keep(record(400, "Bad Request"))
-    other = logging.LogRecord("websockets.server.http", logging.INFO, __file__, 1, "connection open", None, None)
+    other = logging.LogRecord("websockets.server", logging.INFO, __file__, 1, "connection open", None, None)
     assert keep(other)
 
 
