@@ -57,16 +57,18 @@ def _rows(dsn: str) -> int:
 
 
 async def _throughput(rig: ClusterRig, dsn: str, window_s: float) -> dict[str, Any]:
-    acked0 = sum(len(b.acked) for b in rig.boxes)
+    """Acks counted between two instants, rows between the two counts' answers (each its own span:
+    a count may take a while on a busy machine)."""
+    acked0, t0 = sum(len(b.acked) for b in rig.boxes), time.monotonic()
     lat0 = {b.device_id: len(b.ack_ms) for b in rig.boxes}
     rows0 = await asyncio.to_thread(_rows, dsn)
-    started = time.monotonic()
+    r0 = time.monotonic()
     await asyncio.sleep(window_s)
-    took = time.monotonic() - started
-    acked = sum(len(b.acked) for b in rig.boxes) - acked0
+    acked, took = sum(len(b.acked) for b in rig.boxes) - acked0, time.monotonic() - t0
     rows = await asyncio.to_thread(_rows, dsn) - rows0
+    rows_took = time.monotonic() - r0
     lat = [ms for b in rig.boxes for ms in b.ack_ms[lat0[b.device_id]:]]
-    return {"readings_per_s": round(acked / took, 1), "rows_per_s": round(rows / took, 1),
+    return {"readings_per_s": round(acked / took, 1), "rows_per_s": round(rows / rows_took, 1),
             "ack_p50_ms": round(_pct(lat, 0.5), 1), "ack_p95_ms": round(_pct(lat, 0.95), 1)}
 
 
