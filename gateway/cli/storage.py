@@ -6,12 +6,17 @@ import argparse
 import os
 from typing import Any
 
-from gateway.config import GatewayConfig
+from gateway.config import ConfigError, GatewayConfig
 
 
 def _cmd_storage(args: argparse.Namespace, cfg: GatewayConfig) -> int:
     from gateway.storage.dsn import postgres_dsn
-    from gateway.storage.from_sqlite import migrate_sqlite_to_postgres
+
+    try:
+        from gateway.storage.from_sqlite import migrate_sqlite_to_postgres
+    except ImportError as exc:  # psycopg: the postgres extra
+        raise ConfigError(f"gateway storage needs the PostgreSQL driver ({exc.name}): "
+                          ".venv/bin/pip install -e '.[postgres]'") from None
 
     dsn = postgres_dsn(cfg.storage, os.environ)
     memory = cfg.path(cfg.memory.path) if cfg.memory.enabled else None

@@ -84,3 +84,10 @@ def test_without_the_dsn_it_stops_naming_the_variable(tmp_path: Path) -> None:
                            "--config", str(config)], cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env={k: v for k, v in os.environ.items() if k != "BOX_PG_UNSET"})
     assert done.returncode == 2 and "BOX_PG_UNSET" in done.stderr
+
+
+def test_without_the_driver_it_names_the_extra() -> None:
+    code = ("import sys; sys.modules['psycopg'] = None; sys.modules['psycopg_pool'] = None; "
+            "from gateway.cli import main; sys.exit(main(['storage', 'migrate', '--from', 'sqlite', '--to', 'postgres']))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "pip install -e '.[postgres]'" in done.stderr
