@@ -26,6 +26,12 @@ PERIODS = {"1": 1, "7": 7, "30": 30, "365": 365}  # day, week, month, year
 RulesOf = Callable[[str], Awaitable[list[Any]]]  # person -> the memory's active rules (Nodes), [] without memory
 
 
+def _shown(value: float) -> float:
+    """A value as the device meant it: readings travel as float32, so 37.1 arrives as
+    37.099998474121094; float32 holds about 7 significant digits, and so does what is shown."""
+    return float(f"{value:.7g}")
+
+
 def _tag(tags: tuple[str, ...], ns: str) -> str | None:
     return next((t.split(":", 1)[1] for t in tags if t.startswith(ns + ":")), None)
 
@@ -69,7 +75,7 @@ class ReadingsApi:
                     continue
                 thresholds.append({"kind": of, "limits": limits, "text": rule.content})
         return {"person": person, "kind": kind, "people": people, "kinds": kinds, "thresholds": thresholds,
-                "readings": [{"id": r.reading_id, "device_id": r.device_id, "kind": r.kind, "values": r.values,
+                "readings": [{"id": r.reading_id, "device_id": r.device_id, "kind": r.kind, "values": {n: _shown(v) for n, v in r.values.items()},
                               "units": r.units, "measured_at": r.measured_at.timestamp(), "clock": r.clock}
                              for r in rows]}
 
@@ -81,6 +87,6 @@ class ReadingsApi:
         for r in rows:
             for name, value in r.values.items():
                 writer.writerow([r.reading_id, r.measured_at.isoformat(timespec="seconds"), r.device_id,
-                                 self._person_of(r.device_id), r.kind, name, value, r.units.get(name, "")])
+                                 self._person_of(r.device_id), r.kind, name, _shown(value), r.units.get(name, "")])
         name = "-".join(x for x in ("readings", person, kind) if x) + ".csv"
         return FileAnswer("text/csv; charset=utf-8", out.getvalue().encode(), name)

@@ -3,20 +3,26 @@ and tested here against the running gateway of conftest.py (real databases and m
 a memory is edited from the Memory page (the issue's "edit and delete a memory": the MCP/CLI
 checks apply, a bad tag is refused beside the field and nothing changes, a rule is edited under
 Rules and alerts only); the firmware settings of an added device name the address the console was
-opened on (not a placeholder) and show the whole token on a phone; the gateway's log (and the Health
+opened on (not a placeholder) and show the whole token on a phone; a reading is shown (table and
+CSV) as the device sent it, not with float32's tail (37.1, not 37.099998474121094); the gateway's log (and the Health
 page's last lines) no longer gets a "connection rejected (200 OK)" line for every page and API answer."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 
+from firmware_protocol import ReadingAck, SensorReading, decode, encode
+from gateway.devices.auth import add_device
 from gateway.links.http_log import HttpAnswerFilter
 
 from tests.console.conftest import PASSWORD
+from tests.console.test_console_api import _connect
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 CHROMIUM = "/usr/bin/chromium"
@@ -64,6 +70,24 @@ async def test_the_firmware_settings_name_the_address_the_console_was_opened_on(
     assert added["firmware"]["GATEWAY_WS_URL"] == url
     local = (await admin.request("POST", "/console/api/devices/add", {"device_id": "desk-box"})).json()
     assert local["firmware"]["GATEWAY_WS_URL"].startswith("ws://<gateway-host>:")  # 127.0.0.1: not for a device
+
+
+async def test_a_thermometers_readings_are_shown_and_exported_as_sent(console_gateway, admin) -> None:
+    token = await console_gateway.gateway.db.run(add_device, "thermo-audit", "hall thermometer")
+    ws = await _connect(console_gateway.device_url, "thermo-audit", token)
+    try:
+        for seq, celsius in ((1, 36.6), (2, 37.1), (3, 38.25)):
+            await ws.send(encode(SensorReading(seq, "temperature", int(time.time()) - 60 * (4 - seq), (("celsius", "C", celsius),))))
+            while not isinstance(ack := decode(await asyncio.wait_for(ws.recv(), 5)), ReadingAck):
+                pass
+            assert ack.code == "", ack
+    finally:
+        await ws.close()
+    path = "readings?person=device.thermo-audit&kind=temperature&days=1"
+    listed = (await admin.request("GET", f"/console/api/{path}")).json()
+    assert [r["values"]["celsius"] for r in listed["readings"]] == [36.6, 37.1, 38.25]
+    csv = (await admin.request("GET", f"/console/api/{path.replace('readings?', 'readings.csv?')}")).body.decode()
+    assert [line.split(",")[6] for line in csv.splitlines()[1:]] == ["36.6", "37.1", "38.25"]
 
 
 async def test_http_answers_are_not_logged_as_rejected_connections_but_refusals_are() -> None:
