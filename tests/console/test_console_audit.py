@@ -4,7 +4,8 @@ a memory is edited from the Memory page (the issue's "edit and delete a memory":
 checks apply, a bad tag is refused beside the field and nothing changes, a rule is edited under
 Rules and alerts only); the firmware settings of an added device name the address the console was
 opened on (not a placeholder) and show the whole token on a phone; a reading is shown (table and
-CSV) as the device sent it, not with float32's tail (37.1, not 37.099998474121094); the gateway's log (and the Health
+CSV) as the device sent it, not with float32's tail (37.1, not 37.099998474121094); on a 360 px
+phone no page needs a sideways scroll (the Health ports, the action rules' hint, the log lines wrap); the gateway's log (and the Health
 page's last lines) no longer gets a "connection rejected (200 OK)" line for every page and API answer."""
 
 from __future__ import annotations
@@ -170,5 +171,39 @@ async def test_on_a_phone_a_memory_is_edited_in_its_row_and_the_whole_token_is_s
             await expect(rule_row).to_contain_text("kind:rule")
             assert await rule_row.get_by_role("button", name="Edit").count() == 0
             assert errors == []
+        finally:
+            await browser.close()
+
+
+WIDER = """() => [...document.querySelectorAll("main section")]
+  .filter((s) => s.offsetParent !== null && s.scrollWidth > s.clientWidth + 1)
+  .map((s) => (s.querySelector("h2") || s).textContent.trim().slice(0, 40))"""
+
+
+@pytest.mark.skipif(shutil.which(CHROMIUM) is None, reason="needs Debian chromium")
+async def test_on_a_small_phone_no_page_needs_a_sideways_scroll(console_gateway) -> None:
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        try:
+            context = await browser.new_context(viewport={"width": 360, "height": 800}, is_mobile=True)
+            page = await context.new_page()
+            await page.goto(f"{console_gateway.base}/console")
+            await page.fill("#password", PASSWORD)
+            await page.click("button[type=submit]")
+            wider = {}
+            for name, ready in (("devices", "#registered"), ("readings", "#r-chart"), ("conversations", "#c-table"),
+                                ("memory", "#rules"), ("replies", "#act-text"), ("health", "#h-ports tbody tr")):
+                await page.click(f"nav button[data-page={name}]")
+                await page.wait_for_selector(ready, state="attached")
+                if name == "replies":
+                    await page.wait_for_function("document.getElementById('act-text').value.length > 0")
+                if name == "health":
+                    await page.wait_for_function("document.getElementById('h-log').textContent.length > 0")
+                wider[name] = await page.evaluate(WIDER)
+                page_width = await page.evaluate("() => document.documentElement.scrollWidth")
+                assert page_width <= 360, (name, page_width)
+            assert wider == {name: [] for name in wider}, wider
         finally:
             await browser.close()
