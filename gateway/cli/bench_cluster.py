@@ -9,8 +9,9 @@ last was acknowledged (every `--every-s`). It measures:
 - readings/s acknowledged (and rows/s committed to PostgreSQL) over `--window-s` with every box
   served, and the reading -> ack latency p50/p95;
 - with 2+ gateways, `--failovers` times per signal: the member serving the most boxes gets
-  SIGKILL (a crash: its socket closes, the broker fires its Will) or SIGSTOP (a hang or a pulled
-  cable: only the missing heartbeat and the lease expiry tell), and for each of its boxes the
+  SIGKILL (a crash: its socket closes, the broker fires its Will), SIGSTOP (a hang or a pulled
+  cable: only the missing heartbeat and the lease expiry tell) or SIGTERM (a clean stop: it
+  leaves and releases its leases), and for each of its boxes the
   time from the signal to the Welcome of another member; p50 / p95 / max, against the design's
   8 s. The member is then started again (or continued) and the boxes settle before the next;
 - at the end: downlinks sent under overlapping leases (must be 0) and acknowledged readings not
@@ -150,7 +151,7 @@ def _print(results: list[dict[str, Any]]) -> None:
         print(f"  spread: {r['spread']}")
         print(f"  readings: {t['readings_per_s']}/s acknowledged, {t['rows_per_s']} rows/s into PostgreSQL, "
               f"ack p50 {t['ack_p50_ms']} ms, p95 {t['ack_p95_ms']} ms")
-        for key in ("failover_kill", "failover_stop"):
+        for key in ("failover_kill", "failover_stop", "failover_term"):
             if f := r.get(key):
                 print(f"  {key.replace('_', ' (SIG').upper()}): {f['devices_moved']} devices moved, p50 {f['p50_s']} s, "
                       f"p95 {f['p95_s']} s, max {f['max_s']} s (bound {BOUND_S:.0f} s), "
@@ -180,8 +181,9 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                     "(default 0.05)")
     bc.add_argument("--window-s", type=float, default=10.0, help="throughput window (default 10 s)")
     bc.add_argument("--failovers", type=int, default=3, help="failovers per signal with 2+ gateways (default 3)")
-    bc.add_argument("--signals", nargs="+", choices=("kill", "stop"), default=["kill", "stop"],
-                    help="kill: SIGKILL (a crash), stop: SIGSTOP (a hang); default both")
+    bc.add_argument("--signals", nargs="+", choices=("kill", "stop", "term"), default=["kill", "stop"],
+                    help="kill: SIGKILL (a crash), stop: SIGSTOP (a hang), term: SIGTERM (a clean stop); "
+                         "default kill stop")
     bc.add_argument("--dsn-env", default="GATEWAY_PG_DSN", help="the variable holding the PostgreSQL DSN")
     bc.add_argument("--keep", type=Path, metavar="DIR", help="keep each run's member logs under DIR")
     bc.add_argument("--json", action="store_true", help="print the figures as JSON")
