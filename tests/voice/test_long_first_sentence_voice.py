@@ -4,6 +4,7 @@ silence at the cuts, and its viseme track covers the whole audio."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -64,8 +65,9 @@ async def test_a_long_first_sentence_says_every_word_in_one_stream_with_visemes_
 
     assert [type(m) for m in sent].count(AudioStart) == 1  # one stream
     pcm = s16le_to_float(b"".join(m.data for m in sent if isinstance(m, AudioChunk)))
-    errors, words = wer(LONG, transcribe(pcm, RATE))
-    assert errors / words <= 0.15, transcribe(pcm, RATE)  # every piece is heard, in order
+    heard = transcribe(pcm, RATE)
+    errors, words = wer(LONG, re.sub(r"\ba\.? ?m\b\.?", "AM", heard, flags=re.IGNORECASE))  # "a.m." is AM
+    assert errors / words <= 0.15, heard  # every piece is heard, in order
     # piper ends each piece as a sentence: ~290 ms of silence at the longest cut if left as it is (the
     # whole sentence in one piece pauses up to ~370 ms at a comma); the cuts keep a short pause (~110 ms)
     assert longest_silence_ms(pcm) < 200
