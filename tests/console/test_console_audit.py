@@ -177,13 +177,19 @@ async def test_on_a_phone_a_memory_is_edited_in_its_row_and_the_whole_token_is_s
 
 WIDER = """() => [...document.querySelectorAll("main section")]
   .filter((s) => s.offsetParent !== null && s.scrollWidth > s.clientWidth + 1)
-  .map((s) => (s.querySelector("h2") || s).textContent.trim().slice(0, 40))"""
+  .map((s) => {  // the section's title and what sticks out of it
+    const right = s.getBoundingClientRect().right + 1;
+    const out = [...s.querySelectorAll("*")].filter((e) => e.children.length === 0 && e.getBoundingClientRect().right > right);
+    return `${(s.querySelector("h2") || s).textContent.trim().slice(0, 40)}: ${out.slice(0, 3).map((e) => `${e.tagName} ${(e.textContent || e.value || "").slice(0, 40)}`).join(" | ")}`;
+  })"""
 
 
 @pytest.mark.skipif(shutil.which(CHROMIUM) is None, reason="needs Debian chromium")
 async def test_on_a_small_phone_no_page_needs_a_sideways_scroll(console_gateway) -> None:
     from playwright.async_api import async_playwright
 
+    longest = "k" * 64  # the longest device id there may be, with a name as long as one may be, unbroken
+    await console_gateway.gateway.db.run(add_device, longest, "n" * 100)
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         try:
