@@ -134,7 +134,7 @@ class WhisperCt2Asr:
         text: list[int] = []
         for t in ids:
             if t >= self._timestamp_begin:
-                if (t - self._timestamp_begin) * _SECONDS_PER_TIMESTAMP >= seconds:
+                if text and (t - self._timestamp_begin) * _SECONDS_PER_TIMESTAMP >= seconds:
                     break  # a segment (or the end of one) past the audio: nothing more was said
             elif t < self._eot:
                 text.append(t)

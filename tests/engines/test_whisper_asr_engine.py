@@ -98,6 +98,8 @@ def test_the_text_is_the_timestamped_segments_that_start_within_the_audio(asr: W
     assert tok.decode(asr._text_ids(ids, 3.0)).strip() == "Open the door. Open the door."
     assert tok.decode(asr._text_ids(ids, 2.0)).strip() == "Open the door. Open the door."
     assert tok.decode(asr._text_ids(ids, 1.1)).strip() == "Open the door."  # the repeat starts after the audio
+    # The first segment is kept even when the model places it late: a short clip is not emptied.
+    assert tok.decode(asr._text_ids([ts(0.9), *first, ts(1.2), eot], 0.8)).strip() == "Open the door."
 
 
 def test_a_question_with_a_long_silence_after_it_is_heard_once(asr: WhisperCt2Asr, speech16k) -> None:
