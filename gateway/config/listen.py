@@ -18,7 +18,7 @@ DEFAULT_STOP_WORDS = ("stop", "stop it", "be quiet", "quiet", "shut up", "that's
 class ListenConfig(_Section):
     mode: ListenModeName = "always"
     wake_words: tuple[str, ...] = ("okay_nabu",)
-    threshold: float | None = Field(None, gt=0, lt=1)  # None: okay_nabu 0.5 (measured), other models their own
+    threshold: float | None = Field(None, gt=0, lt=1)  # None: each model's own cutoff (okay_nabu 0.85)
     wake_window_s: float = Field(5.0, ge=0.5, le=60)  # after a bare wake word: time to start the question
     follow_up_s: float = Field(6.0, ge=0, le=120)
     stop_words: tuple[str, ...] = DEFAULT_STOP_WORDS

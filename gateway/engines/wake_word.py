@@ -32,11 +32,6 @@ REFRACTORY_MS = 1500.0  # one utterance of the wake word is one detection
 # after the word ended; the word's end is better told by the step probability rising past RISE
 # (measured on piper and espeak-ng voices: within ~50 ms of the end of a bare "okay nabu").
 RISE = 0.5
-# The detection cutoff where `listen.threshold` is empty: measured for the built-in okay_nabu with
-# `gateway bench-wake` (docs/CONFIG.md, "Choosing the wake word": its own 0.85 missed 25 of 100
-# generated utterances, 0.5 misses 5 with no false accept in the non-wake speech, near misses and
-# noise); every other model keeps the cutoff its model file gives.
-CUTOFFS: dict[str, float] = {"okay_nabu": 0.5}
 
 
 @dataclass(frozen=True)
@@ -82,7 +77,7 @@ class MicroWakeWords:
         cutoffs = []
         for word, config in zip(words, self._configs):
             model = self._load(word, config)  # fails here, at start-up, naming the model
-            cutoffs.append(threshold if threshold is not None else CUTOFFS.get(word, model.probability_cutoff))
+            cutoffs.append(threshold if threshold is not None else model.probability_cutoff)
             model.close()
         self.cutoffs = tuple(cutoffs)  # each word's detection cutoff
 
