@@ -12,7 +12,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -21,7 +21,7 @@ import numpy as np
 from gateway.audio.pcm import int16_to_float, resample
 from gateway.brain.factory import build_brain, build_mcp_clients, drain_brain
 from gateway.bus import EventBus
-from gateway.config import GatewayConfig
+from gateway.config import ConfigError, GatewayConfig
 from gateway.console.build import build_console
 from gateway.console.log_tail import LogTail
 from gateway.devices.activation import Activations
@@ -62,6 +62,7 @@ from gateway.engines.store import ModelStore
 
 if TYPE_CHECKING:
     from gateway.cluster.node import ClusterNode
+    from gateway.storage.backend import PostgresBackend
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +95,9 @@ class Gateway:
     bus: EventBus = field(default_factory=EventBus)
     memory: MemoryService | None = None  # started and closed by serve()
     cluster: ClusterNode | None = None  # cluster.enabled: this member's node (its MQTT link runs it)
+    # storage.backend postgres: devices, readings and the memory's feed on it (opened by serve);
+    # None: the SQLite database devices.database
+    postgres: PostgresBackend | None = None
 
     def __post_init__(self) -> None:
         # device -> person: memory.users with the console's changes (loaded by serve), one live
@@ -108,10 +112,15 @@ class Gateway:
         self.db = Database(self.cfg.path(self.cfg.devices.database))
         if self.cfg.devices.open_enrolment:
             log.warning("devices.open_enrolment is on: unregistered devices may connect (fine on a trusted LAN)")
-        self.readings = ReadingService(SqliteReadingStore(self.db), self.bus, per_minute=self.cfg.devices.max_readings_per_minute)
-        self.auth = Authenticator(SqliteDeviceRegistry(self.db), self.cfg.devices.open_enrolment)
+        pg = self.postgres
+        store = pg.readings if pg is not None else SqliteReadingStore(self.db)
+        self.readings = ReadingService(store, self.bus, per_minute=self.cfg.devices.max_readings_per_minute)
+        self.auth = Authenticator(pg.devices if pg is not None else SqliteDeviceRegistry(self.db),
+                                  self.cfg.devices.open_enrolment)
         days = self.cfg.devices.readings_retention_days
-        self.retention = ReadingRetention(self.db, days) if days else None  # 0: keep readings forever
+        self.retention = ReadingRetention(self.db, days) if days and pg is None else None  # 0: keep readings forever
+        if days and pg is not None:
+            log.warning("devices.readings_retention_days: no retention on PostgreSQL yet, its readings are kept")
         # What each link may take when served: the LAN screens follow the bus, the embedded MQTT
         # broker checks device logins against the registry, xiaozhi boxes enrol through it.
         self.log_tail = LogTail()  # the console's health page shows the last log lines (attached by serve)
@@ -147,6 +156,15 @@ class Gateway:
         also watch this coroutine (see gateway/cli/run.py)."""
         events = [asyncio.Event() for _ in self.links]
         throttle_accept_errors(asyncio.get_running_loop())  # EMFILE: one line per interval, no traceback each
+        if self.postgres is not None:  # schema migrated on a thread; a ConfigError when unreachable
+            await self.postgres.open(log.info)
+        try:
+            await self._serve(events, ready)
+        finally:
+            if self.postgres is not None:
+                await self.postgres.close()
+
+    async def _serve(self, events: list[asyncio.Event], ready: asyncio.Event | None) -> None:
         self.people.load(await self.db.run(load_people))  # the console's device -> person changes
         if self.memory is not None:
             await self.memory.start()
@@ -190,8 +208,12 @@ class Gateway:
         m = self.cfg.memory
         rules = RuleEngine(memory, self.bus.publish, lambda user: tuple(d for d, u in self.people.items() if u == user))
         scheduler = MemoryScheduler(memory, rules, reflection_time=m.reflection_time, portrait_time=m.portrait_time)
-        self.reading_feed = ReadingFeed(memory, ReadingLog(self.db), rules, on_remembered=self.bus.publish)
+        source = self.postgres.reading_log if self.postgres is not None else ReadingLog(self.db)
+        self.reading_feed = ReadingFeed(memory, source, rules, on_remembered=self.bus.publish)
 
+        if self.postgres is not None and self.cluster is not None:
+            log.warning("memory: cluster mode: enable the memory on one member only; the readings feed has no "
+                        "cluster leader yet, so two members feeding would remember each reading twice")
         try:
             await install_rules(memory, m.rules)
             async with asyncio.TaskGroup() as tg:
@@ -213,14 +235,27 @@ def build_gateway(cfg: GatewayConfig, runner: EngineRunner, progress: Callable[[
                   links: list[DeviceLink] | None = None) -> Gateway:
     """The gateway `gateway run` serves: the memory (memory.enabled; loads its embedding model)
     and the configured links (`default_links`) unless `links` are given."""
-    memory = MemoryService.from_config(cfg, progress=progress) if cfg.memory.enabled else None
+    postgres = postgres_backend(cfg, os.environ) if cfg.storage.backend == "postgres" else None
+    open_store = postgres.open_memory_store if postgres is not None else None
+    memory = MemoryService.from_config(cfg, progress=progress, open_store=open_store) if cfg.memory.enabled else None
     cluster = None
     if cfg.cluster.enabled:  # one of several gateways (docs/SCALE-OUT.md); needs the postgres extra
         from gateway.cluster.build import build_node
 
         cluster = build_node(cfg, os.environ)
     return Gateway(cfg, runner, default_links(cfg, cluster) if links is None else links, memory=memory,
-                   cluster=cluster)
+                   cluster=cluster, postgres=postgres)
+
+
+def postgres_backend(cfg: GatewayConfig, environ: Mapping[str, str]) -> PostgresBackend:
+    """storage.backend postgres: the backend on the DSN from the environment (no I/O yet)."""
+    try:
+        from gateway.storage.backend import PostgresBackend
+    except ImportError as exc:  # psycopg: the postgres extra
+        raise ConfigError(f"storage.backend postgres needs the PostgreSQL driver ({exc.name}): "
+                          ".venv/bin/pip install -e '.[postgres]'") from None
+    from gateway.storage.dsn import postgres_dsn
+    return PostgresBackend(postgres_dsn(cfg.storage, environ), cfg.storage)
 
 
 def default_links(cfg: GatewayConfig, cluster: ClusterNode | None = None) -> list[DeviceLink]:

@@ -16,19 +16,13 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import signal
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from gateway.app import build_gateway
 from gateway.config import parse_config
-from gateway.devices.readings import ReadingService
-from gateway.storage.dsn import postgres_dsn
-from gateway.storage.pool import open_pool
-from gateway.storage.readings import PostgresReadingStore
 from gateway.engines.fake import FakeAsr, FakeTts, FakeVad
 from gateway.engines.runner import EngineRunner
 
@@ -55,11 +49,6 @@ async def _serve(args: dict[str, Any]) -> None:
     cfg = parse_config(member_config(args), CHECKOUT)
     gateway = build_gateway(cfg, EngineRunner(FakeVad(), FakeAsr(), FakeTts()), lambda line: None)
     gateway.links = [link for link in gateway.links if link.name == "mqtt"]  # no WebSocket port either
-    # The readings go to the shared PostgreSQL store. (Until gateway/app.py builds it from
-    # `storage: postgres` itself, the member's services get it here.)
-    pool = await open_pool(postgres_dsn(cfg.storage, os.environ), cfg.storage)
-    gateway.readings = ReadingService(PostgresReadingStore(pool), gateway.bus, per_minute=0)
-    gateway.services = replace(gateway.services, readings=gateway.readings)
     ready = asyncio.Event()
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
@@ -74,7 +63,6 @@ async def _serve(args: dict[str, Any]) -> None:
     serving.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await serving
-    await pool.close()
     print("stopped", flush=True)
 
 

@@ -58,6 +58,8 @@ def add_devices_parsers(subparsers: Any, common: argparse.ArgumentParser) -> Non
 
 
 def run_devices(args: argparse.Namespace, cfg: GatewayConfig) -> int:
+    if cfg.storage.backend == "postgres":
+        return _run_on_postgres(args, cfg)
     conn = connect(cfg.path(cfg.devices.database))
     try:
         action = args.devices_action
@@ -75,23 +77,9 @@ def run_devices(args: argparse.Namespace, cfg: GatewayConfig) -> int:
             print(f"error: device id {args.device_id!r} must be 1..64 of [A-Za-z0-9._:-]", file=sys.stderr)
             return 2
         if action == "add":
-            token = add_device(conn, args.device_id, args.name)
-            print(f"device {args.device_id} registered")
-            print(f"  device_id: {args.device_id}\n  token:     {token}\n")
-            enrolment = ("" if not cfg.devices.open_enrolment else
-                         "\nNote: devices.open_enrolment is on, so unregistered devices can connect too.")
-            print(FIRMWARE_EXAMPLE.format(device_id=args.device_id, token=token, ws_port=cfg.server.websocket_port,
-                                          ws_path=cfg.server.websocket_path, enrolment=enrolment))
-            return 0
+            return _print_added(args, cfg, add_device(conn, args.device_id, args.name))
         if action == "show":
-            d = get_device(conn, args.device_id)
-            if d is None:
-                print(f"error: no device {args.device_id} (see `gateway devices list`)", file=sys.stderr)
-                return 1
-            print(f"device_id:  {d.device_id}\nname:       {d.name}\nregistered: {d.created_at.isoformat(timespec='seconds')}")
-            print(f"last seen:  {d.last_seen.isoformat(timespec='seconds') if d.last_seen else 'never'}")
-            print("token:      (stored hashed; `gateway devices add ID` again issues a new one)")
-            return 0
+            return _print_device(args.device_id, get_device(conn, args.device_id))
         if remove_device(conn, args.device_id):
             print(f"device {args.device_id} removed; it can no longer connect unless open enrolment is on")
             return 0
@@ -99,6 +87,56 @@ def run_devices(args: argparse.Namespace, cfg: GatewayConfig) -> int:
         return 1
     finally:
         conn.close()
+
+
+def _print_added(args: argparse.Namespace, cfg: GatewayConfig, token: str) -> int:
+    print(f"device {args.device_id} registered")
+    print(f"  device_id: {args.device_id}\n  token:     {token}\n")
+    enrolment = ("" if not cfg.devices.open_enrolment else
+                 "\nNote: devices.open_enrolment is on, so unregistered devices can connect too.")
+    print(FIRMWARE_EXAMPLE.format(device_id=args.device_id, token=token, ws_port=cfg.server.websocket_port,
+                                  ws_path=cfg.server.websocket_path, enrolment=enrolment))
+    return 0
+
+
+def _print_device(device_id: str, d: Any) -> int:
+    if d is None:
+        print(f"error: no device {device_id} (see `gateway devices list`)", file=sys.stderr)
+        return 1
+    print(f"device_id:  {d.device_id}\nname:       {d.name}\nregistered: {d.created_at.isoformat(timespec='seconds')}")
+    print(f"last seen:  {d.last_seen.isoformat(timespec='seconds') if d.last_seen else 'never'}")
+    print("token:      (stored hashed; `gateway devices add ID` again issues a new one)")
+    return 0
+
+
+def _run_on_postgres(args: argparse.Namespace, cfg: GatewayConfig) -> int:
+    """storage.backend postgres: `devices add` and `devices show` on the shared registry."""
+    import asyncio
+    import os
+
+    from gateway.app import postgres_backend
+
+    action = args.devices_action
+    if action not in ("add", "show"):
+        print(f"error: `gateway devices {action}` is built for SQLite only; with storage.backend postgres "
+              "use `gateway devices add` and `gateway devices show`", file=sys.stderr)
+        return 2
+    if not _valid_id(args.device_id):
+        print(f"error: device id {args.device_id!r} must be 1..64 of [A-Za-z0-9._:-]", file=sys.stderr)
+        return 2
+
+    async def on_registry() -> Any:
+        backend = postgres_backend(cfg, os.environ)
+        await backend.open()  # a ConfigError naming storage.dsn_env when unreachable
+        try:
+            if action == "add":
+                return await backend.devices.add_device(args.device_id, args.name)
+            return await backend.devices.get_device(args.device_id)
+        finally:
+            await backend.close()
+
+    result = asyncio.run(on_registry())
+    return _print_added(args, cfg, result) if action == "add" else _print_device(args.device_id, result)
 
 
 def _run_activation(args: argparse.Namespace, cfg: GatewayConfig, conn: Any) -> int:

@@ -27,16 +27,21 @@ def migrate_dsn(dsn: str, storage: StorageConfig, progress: Callable[[str], None
         return migrate(conn, progress)
 
 
-async def open_pool(dsn: str, storage: StorageConfig,
-                    progress: Callable[[str], None] = lambda line: None) -> AsyncConnectionPool:
-    """An open pool of at most `storage.pool_size` connections; the schema is migrated first."""
-    await asyncio.to_thread(migrate_dsn, dsn, storage, progress)
-    pool = AsyncConnectionPool(
+def new_pool(dsn: str, storage: StorageConfig) -> AsyncConnectionPool:
+    """A closed pool of at most `storage.pool_size` connections (no I/O: open it on the event loop)."""
+    return AsyncConnectionPool(
         dsn, min_size=1, max_size=storage.pool_size, open=False, timeout=storage.connect_timeout_s,
         kwargs={"connect_timeout": _connect_timeout(storage), "autocommit": True},
         # reconnect_timeout 0: a failed connection attempt is not retried in the background with
         # a growing back-off; the next caller tries again, so the store works again as soon as
         # PostgreSQL is back (measured: the first reading stored ~1 s after a restart)
         check=AsyncConnectionPool.check_connection, reconnect_timeout=0, name="gateway")
+
+
+async def open_pool(dsn: str, storage: StorageConfig,
+                    progress: Callable[[str], None] = lambda line: None) -> AsyncConnectionPool:
+    """An open pool of at most `storage.pool_size` connections; the schema is migrated first."""
+    await asyncio.to_thread(migrate_dsn, dsn, storage, progress)
+    pool = new_pool(dsn, storage)
     await pool.open(wait=True, timeout=storage.connect_timeout_s)
     return pool
