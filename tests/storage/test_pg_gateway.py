@@ -1,7 +1,8 @@
 """`storage: postgres` at the composition root: `gateway devices add` registers a device on
-PostgreSQL, the gateway build_gateway composes (as `gateway run` does) welcomes it, acks its
-reading once it is committed in PostgreSQL and the memory (on PostgreSQL too) remembers it; an
-unreachable database stops start-up with one line naming the DSN's variable."""
+PostgreSQL; the gateway build_gateway composes (as `gateway run` does, its WebSocket link on a
+real socket) welcomes it, acks its reading once it is committed in PostgreSQL, and the memory
+(on PostgreSQL too) remembers it; an unreachable database stops start-up with one line naming
+the DSN's variable."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from firmware_protocol import Hello, ReadingAck, ReadingStatus, SensorReading, Welcome
+from websockets.asyncio.client import connect
+
+from firmware_protocol import Hello, ReadingAck, ReadingStatus, SensorReading, Welcome, decode, encode
 from gateway.app import build_gateway
 from gateway.config import ConfigError, parse_config
 from gateway.links.memory import MemoryLink
@@ -23,7 +26,7 @@ from tests.conftest import ROOT
 
 
 def _config(tmp_path: Path, memory: bool) -> dict:
-    return {"server": {"hello_timeout_s": 2}, "storage": {"backend": "postgres", "connect_timeout_s": 3},
+    return {"server": {"host": "127.0.0.1", "websocket_port": 0, "hello_timeout_s": 2}, "storage": {"backend": "postgres", "connect_timeout_s": 3},
             "devices": {"database": str(tmp_path / "gateway.db"), "open_enrolment": False},
             "mqtt": {"enabled": False}, "coap": {"enabled": False}, "screens": {"enabled": False},
             "xiaozhi": {"enabled": False},
@@ -49,17 +52,19 @@ async def test_a_device_added_on_postgres_logs_in_and_its_acked_reading_is_in_po
         assert conn.execute("SELECT device_id FROM devices").fetchall() == [("bp-pg",)]
     monkeypatch.setenv("GATEWAY_PG_DSN", postgres_dsn)
     cfg = parse_config(_config(tmp_path, memory=True), ROOT)
-    link = MemoryLink()
-    gateway = build_gateway(cfg, fake_runner, lambda line: None, links=[link])
+    gateway = build_gateway(cfg, fake_runner, lambda line: None)  # the links gateway run serves: the WebSocket
+    [link] = gateway.links
     ready = asyncio.Event()
     task = asyncio.create_task(gateway.serve(ready))
     try:
         await asyncio.wait_for(ready.wait(), 60)
-        dev = link.connect()
-        await dev.send(Hello(device_id="bp-pg", token=token))
-        assert isinstance(await asyncio.wait_for(dev.receive(), 10), Welcome)
-        await dev.send(SensorReading(5, "blood_pressure", 0, (("systolic", "mmHg", 151.0), ("diastolic", "mmHg", 95.0))))
-        ack = await asyncio.wait_for(dev.receive(), 10)
+        url = f"ws://127.0.0.1:{link.port}{cfg.server.websocket_path}"
+        async with connect(url) as ws:
+            await ws.send(encode(Hello(device_id="bp-pg", token=token)))
+            assert isinstance(decode(await asyncio.wait_for(ws.recv(), 10)), Welcome)
+            await ws.send(encode(SensorReading(5, "blood_pressure", 0,
+                                               (("systolic", "mmHg", 151.0), ("diastolic", "mmHg", 95.0)))))
+            ack = decode(await asyncio.wait_for(ws.recv(), 10))
         assert isinstance(ack, ReadingAck) and (ack.seq, ack.status) == (5, ReadingStatus.STORED)
         with psycopg.connect(postgres_dsn) as conn:  # committed before the ack
             assert conn.execute("SELECT device_id, seq, kind FROM readings").fetchall() == [("bp-pg", 5, "blood_pressure")]
@@ -72,9 +77,9 @@ async def test_a_device_added_on_postgres_logs_in_and_its_acked_reading_is_in_po
             assert conn.execute("SELECT count(*) FROM nodes WHERE user_id = 'anna'").fetchone()[0] == 1
             [(reading_id,)] = conn.execute("SELECT id FROM readings").fetchall()
             assert conn.execute("SELECT position FROM feed_cursors WHERE name = 'readings'").fetchone()[0] == reading_id
-        other = link.connect()  # a wrong token is refused by PostgreSQL's registry
-        await other.send(Hello(device_id="bp-pg", token=token + "x"))
-        assert not isinstance(await asyncio.wait_for(other.receive(), 10), Welcome)
+        async with connect(url) as ws:  # a wrong token is refused by PostgreSQL's registry
+            await ws.send(encode(Hello(device_id="bp-pg", token=token + "x")))
+            assert not isinstance(decode(await asyncio.wait_for(ws.recv(), 10)), Welcome)
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
