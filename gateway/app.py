@@ -211,13 +211,15 @@ class Gateway:
         source = self.postgres.reading_log if self.postgres is not None else ReadingLog(self.db)
         self.reading_feed = ReadingFeed(memory, source, rules, on_remembered=self.bus.publish)
 
-        if self.postgres is not None and self.cluster is not None:
-            log.warning("memory: cluster mode: enable the memory on one member only; the readings feed has no "
-                        "cluster leader yet, so two members feeding would remember each reading twice")
         try:
             await install_rules(memory, m.rules)
             async with asyncio.TaskGroup() as tg:
-                tg.create_task(self.reading_feed.run(wake), name="memory-readings")
+                if self.postgres is None:
+                    tg.create_task(self.reading_feed.run(wake), name="memory-readings")
+                else:  # one feed for every gateway sharing the database; woken by the others' readings too
+                    from gateway.storage.feed_leader import PollingWake
+                    feed, polled = self.reading_feed, PollingWake(wake)
+                    tg.create_task(self.postgres.feed_leader.run(lambda: feed.run(polled)), name="memory-feed-leader")
                 tg.create_task(scheduler.run(), name="memory-scheduler")
                 tg.create_task(speak_alerts(alerts, devices.connected, devices.say, devices.can_speak), name="memory-alerts")
                 if self.cfg.mcp.http:

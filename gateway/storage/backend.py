@@ -1,5 +1,6 @@
 """The PostgreSQL backend `gateway run` serves with `storage.backend: postgres`: the device
-registry, the readings store, the memory's node store and its readings feed, all on one database.
+registry, the readings store, the memory's node store and its readings feed (run by one member
+of a cluster at a time, gateway/storage/feed_leader.py), all on one database.
 
 Built without I/O (the composition root, gateway/app.py, builds it before the event loop runs);
 `open` migrates the schema on a thread and opens the one async pool the registry, the readings
@@ -19,6 +20,7 @@ from psycopg_pool import PoolTimeout
 from gateway.config.sections import StorageConfig
 from gateway.errors import ConfigError
 from gateway.storage.devices import PostgresDeviceRegistry
+from gateway.storage.feed_leader import FeedLeader
 from gateway.storage.memory_store import PostgresMemoryStore
 from gateway.storage.pool import migrate_dsn, new_pool
 from gateway.storage.reading_log import PostgresReadingLog
@@ -36,6 +38,7 @@ class PostgresBackend:
         self.devices = PostgresDeviceRegistry(self.pool)
         self.readings = PostgresReadingStore(self.pool)
         self.reading_log = PostgresReadingLog(self.pool)
+        self.feed_leader = FeedLeader(dsn, storage.connect_timeout_s)  # one feed per cluster
 
     def unreachable(self, exc: BaseException) -> ConfigError:
         return ConfigError(f"storage.backend is postgres but the database at ${self._storage.dsn_env} "

@@ -109,3 +109,59 @@ def test_postgres_without_its_dsn_variable_is_refused_before_start(tmp_path: Pat
     with pytest.raises(ConfigError, match="GATEWAY_PG_DSN"):
         build_gateway(parse_config(_config(tmp_path, memory=False), ROOT), fake_runner, lambda line: None,
                       links=[MemoryLink()])
+
+
+async def _send_reading(gateway, token: str, seq: int) -> None:
+    [link] = gateway.links
+    async with connect(f"ws://127.0.0.1:{link.port}{gateway.cfg.server.websocket_path}") as ws:
+        await ws.send(encode(Hello(device_id="bp-pg", token=token)))
+        assert isinstance(decode(await asyncio.wait_for(ws.recv(), 10)), Welcome)
+        await ws.send(encode(SensorReading(seq, "blood_pressure", 0, (("systolic", "mmHg", 120.0 + seq),
+                                                                     ("diastolic", "mmHg", 80.0)))))
+        ack = decode(await asyncio.wait_for(ws.recv(), 10))
+    assert isinstance(ack, ReadingAck) and ack.status == ReadingStatus.STORED
+
+
+def _nodes(dsn: str) -> list[str]:
+    with psycopg.connect(dsn) as conn:
+        return [r[0] for r in conn.execute("SELECT content FROM nodes WHERE tags LIKE '%%reading:%%' ORDER BY id")]
+
+
+async def _until(check, timeout: float = 30) -> None:
+    async with asyncio.timeout(timeout):
+        while not check():
+            await asyncio.sleep(0.2)
+
+
+async def test_two_gateways_on_one_postgres_feed_each_reading_into_the_memory_once_and_the_second_takes_over(
+        tmp_path: Path, postgres_dsn: str, fake_runner, monkeypatch) -> None:
+    token = _devices_add(tmp_path, postgres_dsn, "bp-pg")
+    monkeypatch.setenv("GATEWAY_PG_DSN", postgres_dsn)
+    gateways, tasks = [], []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        gateway = build_gateway(parse_config(_config(tmp_path / name, memory=True), ROOT), fake_runner, lambda line: None)
+        ready = asyncio.Event()
+        tasks.append(asyncio.create_task(gateway.serve(ready)))
+        await asyncio.wait_for(ready.wait(), 60)
+        gateways.append(gateway)
+        if name == "a":  # a takes the feed lock first
+            await _until(lambda: gateways[0].postgres.feed_leader.leading)
+    a, b = gateways
+    try:
+        await _send_reading(a, token, 1)
+        await _send_reading(b, token, 2)  # stored by b, fed by a (no event on a's bus: a polls)
+        await _until(lambda: len(_nodes(postgres_dsn)) >= 2)
+        assert not b.postgres.feed_leader.leading
+        tasks[0].cancel()  # a stops: its lock's connection closes
+        await asyncio.gather(tasks[0], return_exceptions=True)
+        await _until(lambda: b.postgres.feed_leader.leading, timeout=30)
+        await _send_reading(b, token, 3)
+        await _until(lambda: len(_nodes(postgres_dsn)) >= 3)
+        await asyncio.sleep(2)  # a second feed would have written its duplicates by now
+        contents = _nodes(postgres_dsn)
+        assert [c.split(" mmHg")[0] for c in contents] == [f"blood pressure {120 + s} over 80" for s in (1, 2, 3)]
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
