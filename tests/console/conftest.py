@@ -79,7 +79,9 @@ class Client:
         head = f"{method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in h.items()) + "\r\n"
         writer.write(head.encode() + data)
         await writer.drain()
-        raw = await asyncio.wait_for(reader.read(), 10)
+        # A guard against a hang, not a speed check: the health checks hash the model files,
+        # which takes more than 10 s on an emulated or busy machine.
+        raw = await asyncio.wait_for(reader.read(), 120)
         writer.close()
         head_raw, _, rest = raw.partition(b"\r\n\r\n")
         lines = head_raw.decode("latin-1").split("\r\n")
