@@ -84,6 +84,38 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE feed_cursors (name text PRIMARY KEY, position bigint NOT NULL);
     INSERT INTO feed_cursors (name, position) VALUES ('readings', 0);
     """,
+    # 2: what a gateway kept to itself on SQLite and several now share: the LLM brain's
+    # conversation history per person (gateway/storage/history.py), the console's device -> person
+    # (gateway/storage/people.py), the xiaozhi activation codes (gateway/storage/activations.py)
+    """
+    -- one row per turn; history_key is the brain's ("user:<person>" or "device:<id>"), seq the
+    -- order; the store deletes the oldest rows beyond brain.history_tokens (what the RAM one keeps)
+    CREATE TABLE conversation_turns (
+        history_key text NOT NULL,
+        turn_id     text NOT NULL,
+        seq         bigint GENERATED ALWAYS AS IDENTITY,
+        user_text   text NOT NULL,
+        reply       text NOT NULL DEFAULT '',
+        tools       text NOT NULL DEFAULT '[]',
+        updated_at  double precision NOT NULL,
+        PRIMARY KEY (history_key, turn_id)
+    );
+    CREATE INDEX conversation_turns_order ON conversation_turns (history_key, seq);
+    CREATE TABLE device_people (
+        device_id  text PRIMARY KEY,
+        person     text NOT NULL,  -- a memory user id; '' = the device's own memory
+        updated_at double precision NOT NULL
+    );
+    CREATE TABLE activations (
+        device_id   text PRIMARY KEY,
+        code        text NOT NULL UNIQUE,
+        challenge   text NOT NULL,
+        details     text NOT NULL DEFAULT '',
+        created_at  double precision NOT NULL,
+        expires_at  double precision NOT NULL,
+        approved_at double precision
+    );
+    """,
 )
 
 
