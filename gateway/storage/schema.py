@@ -116,6 +116,23 @@ MIGRATIONS: tuple[str, ...] = (
         approved_at double precision
     );
     """,
+    # 3: the per-device leases of cluster mode (gateway/cluster/leases.py; before this script the
+    # lease store created the table itself, hence IF NOT EXISTS: such a database keeps its rows),
+    # and the days the once-per-cluster jobs have run (gateway/storage/job_runs.py)
+    """
+    CREATE TABLE IF NOT EXISTS device_leases (
+        device_id  text PRIMARY KEY,
+        holder     text NOT NULL,
+        epoch      bigint NOT NULL,
+        expires_at timestamptz NOT NULL
+    );
+    CREATE TABLE job_runs (
+        job    text NOT NULL,  -- e.g. "reflection:anna", "reminder:12"
+        day    text NOT NULL,  -- the local date the job ran for, ISO
+        ran_at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (job, day)
+    );
+    """,
 )
 
 
