@@ -9,10 +9,23 @@ import secrets
 import time
 from datetime import UTC, datetime
 
+from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from gateway.devices.auth import DeviceRecord, hash_token
 from gateway.devices.broker_password import mosquitto_hash
+
+
+async def register(conn: AsyncConnection, device_id: str, name: str) -> str:
+    """Register a device (or give it a new token) on `conn` (in the caller's transaction, if any);
+    returns the new token (stored hashed). Also used by the activation codes' claim."""
+    token = secrets.token_urlsafe(24)
+    await conn.execute(
+        "INSERT INTO devices (device_id, token_hash, name, created_at, broker_hash) VALUES (%s, %s, %s, %s, %s)"
+        " ON CONFLICT (device_id) DO UPDATE SET token_hash = excluded.token_hash, name = excluded.name,"
+        " broker_hash = excluded.broker_hash",
+        (device_id, hash_token(token), name, time.time(), mosquitto_hash(token)))
+    return token
 
 
 class PostgresDeviceRegistry:
@@ -31,14 +44,8 @@ class PostgresDeviceRegistry:
             return ok
 
     async def add_device(self, device_id: str, name: str = "") -> str:
-        token = secrets.token_urlsafe(24)
         async with self._pool.connection() as conn:
-            await conn.execute(
-                "INSERT INTO devices (device_id, token_hash, name, created_at, broker_hash) VALUES (%s, %s, %s, %s, %s)"
-                " ON CONFLICT (device_id) DO UPDATE SET token_hash = excluded.token_hash, name = excluded.name,"
-                " broker_hash = excluded.broker_hash",
-                (device_id, hash_token(token), name, time.time(), mosquitto_hash(token)))
-        return token
+            return await register(conn, device_id, name)
 
     async def get_device(self, device_id: str) -> DeviceRecord | None:
         async with self._pool.connection() as conn:
