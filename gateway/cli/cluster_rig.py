@@ -5,7 +5,10 @@ a `gateway.cli.cluster_target` process (its own files, the shared PostgreSQL fro
 emulated sensor boxes (gateway/cli/cluster_box.py) and a downlink observer
 (gateway/links/mqtt_downlinks.py) run in the caller's event loop. `kill` sends a member SIGKILL
 (its socket closes: the broker fires its Will), SIGSTOP (frozen: only the heartbeat timeout and
-the lease expiry notice it) or SIGTERM (a clean leave).
+the lease expiry notice it) or SIGTERM (a clean leave). `restart_broker` stops a mosquitto and
+starts it again on the same port (no persistence: it comes back empty, as a replaced broker
+would); `start_broker("b", bridge_to="a")` starts a second mosquitto bridged to the first (an
+MQTT 5 `connection` bridge forwarding `P/#` both ways, docs/SCALE-OUT.md "Across a bridge").
 """
 
 from __future__ import annotations
@@ -34,36 +37,65 @@ def _free_port() -> int:
 
 
 class ClusterRig:
-    def __init__(self, root: Path, dsn: str, cluster: dict[str, Any] | None = None) -> None:
+    def __init__(self, root: Path, dsn: str, cluster: dict[str, Any] | None = None, prefix: str = "gw") -> None:
         self.root = root
         self.dsn = dsn
         self.cluster = cluster or {}
-        self.broker_port = 0
-        self._broker: subprocess.Popen[str] | None = None
+        self.prefix = prefix
+        self.broker_port = 0  # broker "a"'s: the members', boxes' and observer's unless told otherwise
+        self.brokers: dict[str, int] = {}  # name -> port
+        self._broker_confs: dict[str, Path] = {}
+        self._broker_procs: dict[str, subprocess.Popen[str]] = {}
         self.members: dict[str, subprocess.Popen[str]] = {}
         self.boxes: list[ClusterBox] = []
         self._box_tasks: list[asyncio.Task[None]] = []
-        self.observer = DownlinkLog()
+        self.observer = DownlinkLog(prefix)
+        self._observing = False
 
-    def start_broker(self) -> None:
+    def start_broker(self, name: str = "a", bridge_to: str | None = None) -> int:
+        """Start mosquitto `name` on a free loopback port (bridged to broker `bridge_to`); its port."""
+        port = _free_port()
+        lines = [f"listener {port} 127.0.0.1", "allow_anonymous true", "persistence false",
+                 f"user {getpass.getuser()}", "log_dest stderr", "log_type error", "log_type warning",
+                 "max_queued_messages 10000"]
+        if bridge_to is not None:
+            lines += bridge_config(name, self.brokers[bridge_to], self.prefix)
+        conf = self.root / f"mosquitto-{name}.conf"
+        conf.write_text("\n".join(lines) + "\n")
+        self.brokers[name] = port
+        self._broker_confs[name] = conf
+        self._spawn_broker(name)
+        if name == "a":
+            self.broker_port = port
+        return port
+
+    def _spawn_broker(self, name: str) -> None:
         program = find_mosquitto()
         if program is None:
             raise RuntimeError("needs mosquitto: sudo apt install mosquitto")
-        self.broker_port = _free_port()
-        conf = self.root / "mosquitto.conf"
-        conf.write_text(f"listener {self.broker_port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
-                        f"user {getpass.getuser()}\nlog_dest stderr\nlog_type error\nlog_type warning\n"
-                        "max_queued_messages 10000\n")
-        self._broker = subprocess.Popen([program, "-c", str(conf)], stderr=(self.root / "mosquitto.log").open("w"),
-                                        text=True)
+        port = self.brokers[name]
+        self._broker_procs[name] = subprocess.Popen(
+            [program, "-c", str(self._broker_confs[name])], text=True,
+            stderr=(self.root / f"mosquitto-{name}.log").open("a"))
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
-                socket.create_connection(("127.0.0.1", self.broker_port), 0.2).close()
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
                 return
             except OSError:
                 time.sleep(0.05)
-        raise RuntimeError("mosquitto did not start listening within 10 s")
+        raise RuntimeError(f"mosquitto {name} did not start listening on {port} within 10 s")
+
+    async def restart_broker(self, name: str = "a", down_s: float = 1.0) -> tuple[float, float]:
+        """Stop broker `name` (SIGTERM: its clients see the connection close), wait `down_s`, start
+        it again on the same port, empty; the monotonic times it stopped and listened again."""
+        proc = self._broker_procs[name]
+        proc.terminate()
+        await asyncio.to_thread(proc.wait, 10)
+        stopped = time.monotonic()
+        await asyncio.sleep(down_s)
+        await asyncio.to_thread(self._spawn_broker, name)
+        return stopped, time.monotonic()
 
     async def start_members(self, ids: list[str], extra: dict[str, dict[str, Any]] | None = None) -> None:
         """Start the members (again, for one that was killed) and wait until each says `ready`;
@@ -87,12 +119,21 @@ class ClusterRig:
     def log(self, member: str) -> str:
         return (self.root / member / "gateway.log").read_text(errors="replace")
 
-    async def start_boxes(self, count: int, every_s: float = 0.5, prefix: str = "box") -> None:
-        await self.observer.connect("127.0.0.1", self.broker_port)
+    async def wait_logged(self, member: str, text: str, count: int, timeout: float) -> None:
+        """Until the member's log has `text` at least `count` times."""
+        async with asyncio.timeout(timeout):
+            while self.log(member).count(text) < count:
+                await asyncio.sleep(0.1)
+
+    async def start_boxes(self, count: int, every_s: float = 0.5, prefix: str = "box", broker: str = "a") -> None:
+        """`count` sensor boxes on broker `broker` (the observer listens on broker "a")."""
+        if not self._observing:
+            self._observing = True
+            await self.observer.connect("127.0.0.1", self.broker_port)
         for i in range(count):
-            box = ClusterBox(f"{prefix}-{i:02d}", every_s=every_s)
+            box = ClusterBox(f"{prefix}-{i:02d}", prefix=self.prefix, every_s=every_s)
             self.boxes.append(box)
-            self._box_tasks.append(asyncio.create_task(box.run("127.0.0.1", self.broker_port), name=box.device_id))
+            self._box_tasks.append(asyncio.create_task(box.run("127.0.0.1", self.brokers[broker]), name=box.device_id))
 
     async def wait_all_served(self, timeout: float, readings: int = 1) -> None:
         """Until every box has `readings` more acknowledged readings than now."""
@@ -138,6 +179,16 @@ class ClusterRig:
                 await asyncio.to_thread(proc.wait, 15)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        if self._broker is not None:
-            self._broker.terminate()
-            self._broker.wait(10)
+        for proc in reversed(self._broker_procs.values()):  # the bridged ones first
+            proc.terminate()
+            await asyncio.to_thread(proc.wait, 10)
+
+
+def bridge_config(name: str, remote_port: int, prefix: str) -> list[str]:
+    """mosquitto.conf lines bridging this broker to the one on `remote_port` (docs/SCALE-OUT.md
+    "Across a bridge"): MQTT 5 (user properties such as the lease tag and message expiry cross),
+    every topic under the prefix both ways at QoS 1 (retained messages keep their flag), a
+    reconnect within seconds when either side restarts."""
+    return [f"connection bridge-{name}", f"address 127.0.0.1:{remote_port}", "bridge_protocol_version mqttv50",
+            f"topic {prefix}/# both 1", "cleansession true", "try_private true", "restart_timeout 1 2",
+            "keepalive_interval 10", f"remote_clientid bridge-{name}"]

@@ -241,6 +241,8 @@ class MqttLink:
             raise LinkClosed("not connected to the broker")
         props = None
         if self.cluster is not None:  # fenced: nothing goes out without a lease surely still valid
+            if not self.connected.is_set():  # paho would queue it and send it after the lease ran out
+                raise LinkClosed("not connected to the broker")
             epoch = self.cluster.lease(device_id)
             if epoch is None:
                 raise LinkClosed("this gateway holds no valid lease on the device")
@@ -292,6 +294,7 @@ class MqttLink:
                 self._client = AsyncPaho(self.client_id, self._on_message, protocol=self.protocol,
                                          username=self.username, password=self.password, persistent=cluster is None,
                                          on_connect=self._subscribe, max_queued=self.offline_queue,
+                                         resend_on_reconnect=cluster is None,
                                          will=Will(cluster.will_topic, b"") if cluster is not None else None)
                 if cluster is not None:
                     tg.create_task(cluster.run(self.connected), name="cluster")

@@ -58,7 +58,11 @@ class AsyncPaho:
         will: Will | None = None,
         on_connect: Callable[[], None] | None = None,
         max_queued: int = 1000,
+        resend_on_reconnect: bool = True,
     ) -> None:
+        """`resend_on_reconnect` False: QoS 1 publishes not acknowledged (or queued) when the
+        connection was lost are dropped, not sent on the next connection (cluster mode: a downlink
+        may leave only under the lease it was checked against, not seconds later)."""
         self._loop = asyncio.get_running_loop()
         self._v5 = protocol == "5"
         kwargs = {} if self._v5 else {"clean_session": not persistent}
@@ -69,6 +73,7 @@ class AsyncPaho:
             **kwargs,
         )
         self.persistent = persistent
+        self._resend = resend_on_reconnect
         self.client.max_queued_messages_set(max_queued)  # QoS 1 messages kept while offline (bounded)
         if username:
             self.client.username_pw_set(username, password)
@@ -163,6 +168,9 @@ class AsyncPaho:
         """Connect and wait for the CONNACK; raises MqttConnectError."""
         self.disconnected.clear()
         self._connack = self._loop.create_future()
+        if not self._resend:  # paho has no public call for it: its queue of unsent/unacked publishes
+            with self.client._out_message_mutex:
+                self.client._out_messages.clear()
         kwargs: dict[str, object] = {}
         if self._v5:
             props = Properties(PacketTypes.CONNECT)

@@ -56,6 +56,11 @@ class MqttDevice:
         """Raises MqttConnectError when the broker is unreachable or refuses the login."""
         await self._client.connect(host, port)
 
+    @property
+    def disconnected(self) -> asyncio.Event:
+        """Set when the broker connection is lost (or closed); `connect` again to come back."""
+        return self._client.disconnected
+
     async def send(self, message: Message) -> None:
         if self._client.disconnected.is_set():
             raise LinkClosed("not connected to the broker")

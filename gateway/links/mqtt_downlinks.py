@@ -4,17 +4,20 @@ It subscribes `P/+/down` as an MQTT 5 client and records, for each publish, the 
 message type and the lease it was sent under (the `lease` user property the gateways add,
 gateway/links/mqtt_cluster.py). `overlaps()` lists the devices answered against the fence: a
 downlink under an older epoch after one under a newer epoch, or one epoch used by two gateways.
+It stays connected (a broker restart: it reconnects and subscribes again by itself).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from dataclasses import dataclass
 
 import paho.mqtt.client as paho
 
 from firmware_protocol import ProtocolError, decode
-from gateway.links.mqtt_client import AsyncPaho
+from gateway.links.mqtt_client import AsyncPaho, stay_connected
 from gateway.links.mqtt_cluster import lease_of
 
 
@@ -33,6 +36,8 @@ class DownlinkLog:
         self.seen: list[Downlink] = []
         self._client = AsyncPaho(client_id, self._on_message, protocol="5", persistent=False,
                                  on_connect=lambda: self._client.subscribe(f"{prefix}/+/down", 1))
+        self.connected = asyncio.Event()  # set while connected to the broker
+        self._task: asyncio.Task[None] | None = None
 
     def _on_message(self, msg: paho.MQTTMessage) -> None:
         parts = msg.topic.split("/")
@@ -44,10 +49,18 @@ class DownlinkLog:
         self.seen.append(Downlink(time.monotonic(), parts[1], name, *(lease or (None, None))))
 
     async def connect(self, host: str, port: int) -> None:
-        await self._client.connect(host, port)
+        """Connected and subscribed when it returns; reconnects by itself from then on."""
+        ready = asyncio.Event()
+        self._task = asyncio.create_task(stay_connected(self._client, host, port, "downlink observer", ready,
+                                                        self.connected), name="downlink observer")
+        await ready.wait()
+        await self.connected.wait()
 
     async def close(self) -> None:
-        await self._client.disconnect()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
 
     def overlaps(self) -> list[str]:
         """Devices answered by two gateways under overlapping leases (or without a lease); [] is right."""
