@@ -7,15 +7,16 @@ from typing import Any
 
 from .errors import ErrorCode, ProtocolError, malformed
 from .fields import Reader
-from .messages import MESSAGE_NAMES, MESSAGE_TYPES, Message, reserved_range, wire_fields
+from .messages import MESSAGE_CLASSES, MESSAGE_NAMES, MESSAGE_TYPES, Message, checked_fields, reserved_range, wire_fields
 
 
 def encode(msg: Message) -> bytes:
     """The bytes of one message: u8 type code, then each field in order."""
-    if type(msg) not in MESSAGE_NAMES.values():
-        raise TypeError(f"not a protocol message: {type(msg).__name__}")
+    cls = type(msg)
+    if cls not in MESSAGE_CLASSES:
+        raise TypeError(f"not a protocol message: {cls.__name__}")
     out = bytearray((msg.TYPE,))
-    for name, spec in wire_fields(type(msg)):
+    for name, spec in wire_fields(cls):
         spec.write(getattr(msg, name), out)
     return bytes(out)
 
@@ -38,17 +39,15 @@ def decode(data: bytes | bytearray | memoryview | str) -> Message:
             ErrorCode.UNKNOWN_MESSAGE_TYPE, f"unknown message type 0x{data[0]:02x}{note}"
         )
     reader = Reader(data, 1)
-    values = {
-        name: spec.read(reader, f"{cls.__name__}.{name}") for name, spec in wire_fields(cls)
-    }
+    values = [spec.read(reader, label) for _, spec, label in checked_fields(cls)]
     if reader.remaining:
         raise malformed(f"{cls.__name__}: {reader.remaining} trailing bytes after the last field")
-    return cls(**values)
+    return cls(*values)  # in wire order, which is the dataclass's field order; __post_init__ checks each
 
 
 def to_dict(msg: Message) -> dict[str, Any]:
     """{"type": NAME, field: value, ...}; bytes as hex, AudioFormat as a nested dict."""
-    if type(msg) not in MESSAGE_NAMES.values():
+    if type(msg) not in MESSAGE_CLASSES:
         raise TypeError(f"not a protocol message: {type(msg).__name__}")
     out: dict[str, Any] = {"type": msg.NAME}
     for name, spec in wire_fields(type(msg)):

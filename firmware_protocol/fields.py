@@ -17,6 +17,7 @@ from .errors import malformed
 from .values import AudioFormat
 
 MAX_STR_BYTES = 0xFFFF
+_F32 = struct.Struct(">f")
 
 
 class Reader:
@@ -33,11 +34,25 @@ class Reader:
         return len(self._data) - self._pos
 
     def take(self, size: int, label: str) -> bytes:
-        if size > self.remaining:
+        pos = self._pos
+        end = pos + size
+        if end > len(self._data):
             raise malformed(f"{label}: truncated, needs {size} bytes, {self.remaining} left")
-        chunk = self._data[self._pos : self._pos + size]
-        self._pos += size
-        return chunk
+        self._pos = end
+        return self._data[pos:end]
+
+    def take_str(self, label: str) -> bytes:
+        """The bytes of a str field: u16 big-endian length, then that many bytes."""
+        data, pos = self._data, self._pos
+        if pos + 2 > len(data):
+            raise malformed(f"{label}: truncated, needs 2 bytes, {self.remaining} left")
+        size = (data[pos] << 8) | data[pos + 1]
+        end = pos + 2 + size
+        if end > len(data):
+            self._pos = pos + 2
+            raise malformed(f"{label}: truncated, needs {size} bytes, {self.remaining} left")
+        self._pos = end
+        return data[pos + 2:end]
 
     def rest(self) -> bytes:
         chunk = self._data[self._pos :]
@@ -79,9 +94,12 @@ class UInt(FieldSpec):
         self.bits = bits
         self.size = bits // 8
         self.kind = f"u{bits}"
+        self._limit = 1 << bits
 
     def check(self, label: str, value: Any) -> Any:
-        if not _is_int(value) or not 0 <= value < (1 << self.bits):
+        if type(value) is int and 0 <= value < self._limit:  # the common case, first
+            return value
+        if not _is_int(value) or not 0 <= value < self._limit:
             raise malformed(f"{label} must be an int in 0..{(1 << self.bits) - 1}, got {value!r}")
         return int(value)
 
@@ -115,13 +133,14 @@ class Enum8(UInt):
     def __init__(self, enum_type: type[IntEnum]) -> None:
         super().__init__(8)
         self.enum_type = enum_type
+        self._members = {int(member): member for member in enum_type}
 
     def check(self, label: str, value: Any) -> Any:
         number = super().check(label, value)
-        try:
-            return self.enum_type(number)
-        except ValueError:
-            raise malformed(f"{label}: {number} is not a {self.enum_type.__name__}") from None
+        member = self._members.get(number)
+        if member is None:
+            raise malformed(f"{label}: {number} is not a {self.enum_type.__name__}")
+        return member
 
     def to_json(self, value: Any) -> Any:
         return self.enum_type(value).name.lower()
@@ -168,10 +187,13 @@ class Str(FieldSpec):
     def check(self, label: str, value: Any) -> Any:
         if not isinstance(value, str):
             raise malformed(f"{label} must be a str, got {type(value).__name__}")
-        try:
-            size = len(value.encode("utf-8"))
-        except UnicodeEncodeError:
-            raise malformed(f"{label} is not encodable as UTF-8") from None
+        if value.isascii():  # one byte per character
+            size = len(value)
+        else:
+            try:
+                size = len(value.encode("utf-8"))
+            except UnicodeEncodeError:
+                raise malformed(f"{label} is not encodable as UTF-8") from None
         if size > MAX_STR_BYTES:
             raise malformed(f"{label} is {size} UTF-8 bytes, the maximum is {MAX_STR_BYTES}")
         if self.pattern is not None and not self.pattern.fullmatch(value):
@@ -184,8 +206,7 @@ class Str(FieldSpec):
         out += raw
 
     def read(self, reader: Reader, label: str) -> Any:
-        size = int.from_bytes(reader.take(2, label), "big")
-        raw = reader.take(size, label)
+        raw = reader.take_str(label)
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -274,7 +295,7 @@ class Values(FieldSpec):
             if not isinstance(number, (int, float)) or isinstance(number, bool) or not math.isfinite(number):
                 raise malformed(f"{label}.{name} must be a finite number, got {number!r}")
             try:  # normalised to the nearest f32, so what is checked is what goes on the wire
-                f32 = struct.unpack(">f", struct.pack(">f", number))[0]
+                f32 = _F32.unpack(_F32.pack(number))[0]
             except OverflowError:
                 raise malformed(f"{label}.{name} = {number!r} does not fit a 32-bit float") from None
             seen.add(name)
@@ -286,7 +307,7 @@ class Values(FieldSpec):
         for name, unit, number in value:
             STR.write(name, out)
             STR.write(unit, out)
-            out += struct.pack(">f", number)
+            out += _F32.pack(number)
 
     def read(self, reader: Reader, label: str) -> Any:
         count = reader.take(1, label)[0]
@@ -294,8 +315,8 @@ class Values(FieldSpec):
         for i in range(count):
             name = STR.read(reader, f"{label}[{i}].name")
             unit = STR.read(reader, f"{label}[{i}].unit")
-            items.append((name, unit, struct.unpack(">f", reader.take(4, f"{label}[{i}].value"))[0]))
-        return self.check(label, items)
+            items.append((name, unit, _F32.unpack(reader.take(4, f"{label}[{i}].value"))[0]))
+        return items  # checked by the message's __post_init__, like every field
 
     def to_json(self, value: Any) -> Any:
         return [{"name": n, "unit": u, "value": v} for n, u, v in value]

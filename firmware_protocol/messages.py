@@ -58,9 +58,11 @@ class Message:
     NAME: ClassVar[str]
 
     def __post_init__(self) -> None:
-        for name, spec in wire_fields(type(self)):
-            label = f"{type(self).__name__}.{name}"
-            object.__setattr__(self, name, spec.check(label, getattr(self, name)))
+        for name, spec, label in checked_fields(type(self)):
+            value = getattr(self, name)
+            checked = spec.check(label, value)
+            if checked is not value:  # normalised (an enum member, a tuple, an f32): stored as checked
+                object.__setattr__(self, name, checked)
 
 
 @functools.cache
@@ -68,6 +70,12 @@ def wire_fields(cls: type[Message]) -> tuple[tuple[str, FieldSpec], ...]:
     """The (name, spec) pairs of a message class, in wire order."""
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]
     return tuple((f.name, f.metadata["wire"]) for f in fields)
+
+
+@functools.cache
+def checked_fields(cls: type[Message]) -> tuple[tuple[str, FieldSpec, str], ...]:
+    """(name, spec, label for errors) per field in wire order: the labels are made once per class."""
+    return tuple((name, spec, f"{cls.__name__}.{name}") for name, spec in wire_fields(cls))
 
 
 @dataclass(frozen=True)
@@ -386,3 +394,6 @@ MESSAGE_NAMES: Mapping[str, type[Message]] = MappingProxyType(
     {cls.NAME: cls for cls in ALL_MESSAGES}
 )
 """Snake-case NAME -> message class (read-only)."""
+
+MESSAGE_CLASSES: frozenset[type[Message]] = frozenset(ALL_MESSAGES)
+"""Every message class (for a quick `type(msg) in MESSAGE_CLASSES`)."""

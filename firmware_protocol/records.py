@@ -69,8 +69,8 @@ class Records(FieldSpec):
         count = reader.take(1, label)[0]
         if count * self.record_size > reader.remaining:
             raise malformed(f"{label}: truncated, {count} records need {count * self.record_size} bytes, {reader.remaining} left")
-        items = [tuple(spec.read(reader, f"{label}[{i}].{name}") for name, spec in self.fields) for i in range(count)]
-        return self.check(label, items)
+        # checked by the message's __post_init__, like every field
+        return [tuple(spec.read(reader, f"{label}[{i}].{name}") for name, spec in self.fields) for i in range(count)]
 
     def to_json(self, value: Any) -> Any:
         return [{name: spec.to_json(v) for (name, spec), v in zip(self.fields, item)} for item in value]
