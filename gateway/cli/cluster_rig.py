@@ -14,6 +14,7 @@ MQTT 5 `connection` bridge forwarding `P/#` both ways, docs/SCALE-OUT.md "Across
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 import json
 import os
@@ -27,6 +28,7 @@ from typing import Any
 
 from gateway.cli.cluster_box import ClusterBox
 from gateway.links.mosquitto import find_mosquitto
+from gateway.links.mqtt_client import AsyncPaho
 from gateway.links.mqtt_downlinks import DownlinkLog
 
 
@@ -96,6 +98,26 @@ class ClusterRig:
         await asyncio.sleep(down_s)
         await asyncio.to_thread(self._spawn_broker, name)
         return stopped, time.monotonic()
+
+    async def wait_bridged(self, name: str, timeout: float = 15) -> None:
+        """Until a publish on broker `name` reaches a subscriber on broker "a" (its bridge is up)."""
+        topic = f"{self.prefix}/$cluster/bridge-probe/{name}"
+        arrived = asyncio.Event()
+        sub = AsyncPaho(f"probe-sub-{name}", lambda msg: arrived.set(), protocol="5", persistent=False)
+        pub = AsyncPaho(f"probe-pub-{name}", lambda msg: None, protocol="5", persistent=False)
+        await sub.connect("127.0.0.1", self.broker_port)
+        await pub.connect("127.0.0.1", self.brokers[name])
+        try:
+            sub.subscribe(topic, 1)
+            async with asyncio.timeout(timeout):
+                while not arrived.is_set():
+                    pub.publish(topic, b"probe", 1)
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(0.3):
+                            await arrived.wait()
+        finally:
+            await sub.disconnect()
+            await pub.disconnect()
 
     async def start_members(self, ids: list[str], extra: dict[str, dict[str, Any]] | None = None) -> None:
         """Start the members (again, for one that was killed) and wait until each says `ready`;
