@@ -32,7 +32,7 @@ from gateway.devices.device_tools import DeviceTools
 from gateway.devices.reading_log import ReadingLog
 from gateway.devices.readings import ReadingService, ReadingStored, SqliteReadingStore
 from gateway.devices.registry import SessionRegistry
-from gateway.devices.retention import ReadingRetention
+from gateway.devices.retention import ReadingRetention, SqlitePruner
 from gateway.devices.session import SessionServices, serve_device
 from gateway.engines.factory import load_engines
 from gateway.engines.runner import EngineRunner
@@ -117,10 +117,10 @@ class Gateway:
         self.readings = ReadingService(store, self.bus, per_minute=self.cfg.devices.max_readings_per_minute)
         self.auth = Authenticator(pg.devices if pg is not None else SqliteDeviceRegistry(self.db),
                                   self.cfg.devices.open_enrolment)
-        days = self.cfg.devices.readings_retention_days
-        self.retention = ReadingRetention(self.db, days) if days and pg is None else None  # 0: keep readings forever
-        if days and pg is not None:
-            log.warning("devices.readings_retention_days: no retention on PostgreSQL yet, its readings are kept")
+        days = self.cfg.devices.readings_retention_days  # 0: keep readings forever
+        # on PostgreSQL the readings of every gateway: pruned by one of them at a time (serve)
+        pruner = pg.pruner(feeds_memory=self.memory is not None) if pg is not None else SqlitePruner(self.db)
+        self.retention = ReadingRetention(pruner, days) if days else None
         # What each link may take when served: the LAN screens follow the bus, the embedded MQTT
         # broker checks device logins against the registry, xiaozhi boxes enrol through it.
         self.log_tail = LogTail()  # the console's health page shows the last log lines (attached by serve)
@@ -175,8 +175,10 @@ class Gateway:
                     tg.create_task(self._serve_memory(self.memory), name="memory")
                 if self.mcp_clients is not None:  # in the background: a missing server delays nothing
                     tg.create_task(self.mcp_clients.run(), name="mcp-clients")
-                if self.retention is not None:
+                if self.retention is not None and self.postgres is None:
                     tg.create_task(self.retention.run(), name="readings-retention")
+                elif self.retention is not None:  # one gateway of those sharing the database prunes
+                    tg.create_task(self.postgres.retention_job.run(self.retention.run), name="readings-retention")
                 if self.console is not None:  # the Talk page's live log of the turns
                     tg.create_task(self.console.run(), name="console")
                 for link, event in zip(self.links, events):
@@ -206,8 +208,11 @@ class Gateway:
         alerts = self.bus.subscribe(Alert, name="memory-alerts")
         devices = GatewayDevices(self.registry, self.device_tools, self.cluster)
         m = self.cfg.memory
-        rules = RuleEngine(memory, self.bus.publish, lambda user: tuple(d for d, u in self.people.items() if u == user))
-        scheduler = MemoryScheduler(memory, rules, reflection_time=m.reflection_time, portrait_time=m.portrait_time)
+        runs = self.postgres.run_log if self.postgres is not None else None  # None: in RAM (one gateway)
+        rules = RuleEngine(memory, self.bus.publish, lambda user: tuple(d for d, u in self.people.items() if u == user),
+                           runs=runs)
+        scheduler = MemoryScheduler(memory, rules, reflection_time=m.reflection_time, portrait_time=m.portrait_time,
+                                    runs=runs)
         source = self.postgres.reading_log if self.postgres is not None else ReadingLog(self.db)
         self.reading_feed = ReadingFeed(memory, source, rules, on_remembered=self.bus.publish)
 
@@ -216,11 +221,12 @@ class Gateway:
             async with asyncio.TaskGroup() as tg:
                 if self.postgres is None:
                     tg.create_task(self.reading_feed.run(wake), name="memory-readings")
-                else:  # one feed for every gateway sharing the database; woken by the others' readings too
-                    from gateway.storage.feed_leader import PollingWake
+                    tg.create_task(scheduler.run(), name="memory-scheduler")
+                else:  # one feed and one scheduler for every gateway sharing the database
+                    from gateway.storage.reading_log import PollingWake  # woken by the others' readings too
                     feed, polled = self.reading_feed, PollingWake(wake)
-                    tg.create_task(self.postgres.feed_leader.run(lambda: feed.run(polled)), name="memory-feed-leader")
-                tg.create_task(scheduler.run(), name="memory-scheduler")
+                    tg.create_task(self.postgres.feed_job.run(lambda: feed.run(polled)), name="memory-feed-leader")
+                    tg.create_task(self.postgres.schedule_job.run(scheduler.run), name="memory-scheduler")
                 tg.create_task(speak_alerts(alerts, devices.connected, devices.say, devices.can_speak), name="memory-alerts")
                 if self.cfg.mcp.http:
                     from gateway.mcp_server.http import serve_http

@@ -6,7 +6,9 @@ the epoch (the fencing token): at any instant at most one holder has an unexpire
 PostgreSQL's clock (`now()`) decides, never the gateways'. Claims, renewals and releases take
 many devices in one statement. The connection is opened lazily and again after a failure; every
 call is bounded by `timeout_s` and raises `LeaseStoreDown` when the database cannot answer (the
-caller then lets its leases run out: it stops answering when they would have expired).
+caller then lets its leases run out: it stops answering when they would have expired). The
+table is created by the versioned migrations (gateway/storage/schema.py, script 3), which the
+gateway runs when it opens its PostgreSQL backend, before any link serves.
 """
 
 from __future__ import annotations
@@ -18,15 +20,6 @@ from collections.abc import Sequence
 import psycopg
 
 log = logging.getLogger(__name__)
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS device_leases (
-    device_id  text PRIMARY KEY,
-    holder     text NOT NULL,
-    epoch      bigint NOT NULL,
-    expires_at timestamptz NOT NULL
-)
-"""
 
 CLAIM = """
 INSERT INTO device_leases AS l (device_id, holder, epoch, expires_at)
@@ -74,9 +67,6 @@ class PgLeases:
                     if self._conn is None or self._conn.closed:
                         self._conn = await psycopg.AsyncConnection.connect(
                             self._dsn, autocommit=True, connect_timeout=max(1, int(self.timeout_s)))
-                        async with self._conn.transaction():  # members starting at once: one creates it
-                            await self._conn.execute("SELECT pg_advisory_xact_lock(hashtext('gateway:device_leases'))")
-                            await self._conn.execute(SCHEMA)
                     cur = await self._conn.execute(sql, params)
                     rows = await cur.fetchall() if cur.description else []
             except (psycopg.Error, OSError, TimeoutError) as exc:

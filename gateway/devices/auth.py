@@ -113,6 +113,12 @@ class SqliteDeviceRegistry:
     async def get_device(self, device_id: str) -> DeviceRecord | None:
         return await self._db.run(get_device, device_id)
 
+    async def list_devices(self) -> list[DeviceRecord]:
+        return await self._db.run(list_devices)
+
+    async def remove_device(self, device_id: str) -> bool:
+        return await self._db.run(remove_device, device_id)
+
     async def broker_logins(self) -> list[tuple[str, str | None]]:
         return await self._db.run(broker_logins)
 

@@ -21,6 +21,14 @@ class DeviceRegistry(Protocol):
 
     async def get_device(self, device_id: str) -> DeviceRecord | None: ...
 
+    async def list_devices(self) -> list[DeviceRecord]:
+        """Every registered device, by id."""
+        ...
+
+    async def remove_device(self, device_id: str) -> bool:
+        """Unregister it (its token no longer works); False when no such device is registered."""
+        ...
+
     async def broker_logins(self) -> list[tuple[str, str | None]]:
         """(device id, mosquitto password hash or None), by id."""
         ...

@@ -9,6 +9,10 @@ in `readings_pruned` (in the same transaction as the delete). A resend at or bel
 longer in the table is acked DUPLICATE (it was stored once and has expired), not stored again.
 This relies on what PROTOCOL.md asks of devices: seq grows and is kept across reboots.
 
+The periodic task (`ReadingRetention`) prunes through a `Pruner`: `SqlitePruner` here (the
+gateway's single writer); on PostgreSQL `PostgresPruner` (gateway/storage/retention.py), run by
+one member of a cluster at a time (gateway/storage/cluster_job.py).
+
 The newest row of the table is never pruned, however old: SQLite gives a new row the highest id
 + 1, so an emptied table would hand out ids again from 1, and the memory's feed, which has
 turned every id up to its cursor into memories (reading_log.py), would skip them.
@@ -22,6 +26,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from gateway.devices.database import Database
 
@@ -112,6 +117,31 @@ async def prune_async(db: Database, cutoff: float, batch: int = BATCH) -> PruneR
     return result
 
 
+class Pruner(Protocol):
+    async def prune_batch(self, cutoff: float, batch: int) -> dict[str, int]:
+        """Delete up to `batch` readings received before `cutoff` in one transaction (pruned seqs
+        recorded); the count deleted per device, {} when nothing is left."""
+        ...
+
+
+class SqlitePruner:
+    """Pruning on the gateway's SQLite database, through its single writer."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def prune_batch(self, cutoff: float, batch: int) -> dict[str, int]:
+        return await self._db.run(prune_batch, cutoff, batch)
+
+
+async def prune_with(pruner: Pruner, cutoff: float, batch: int = BATCH) -> PruneResult:
+    """Batches until nothing older than `cutoff` is left (or the pruner keeps the rest)."""
+    result = PruneResult(cutoff)
+    while counts := await pruner.prune_batch(cutoff, batch):
+        _add(result, counts)
+    return result
+
+
 def describe(result: PruneResult, dry_run: bool = False) -> str:
     when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(result.cutoff))
     verb = "would prune" if dry_run else "pruned"
@@ -122,9 +152,9 @@ def describe(result: PruneResult, dry_run: bool = False) -> str:
 class ReadingRetention:
     """The periodic task: prune at start, then every `interval_s` (a day)."""
 
-    def __init__(self, db: Database, days: float, clock: Callable[[], float] = time.time,
+    def __init__(self, pruner: Pruner, days: float, clock: Callable[[], float] = time.time,
                  interval_s: float = DAY_S, batch: int = BATCH) -> None:
-        self.db, self.days, self.clock = db, days, clock
+        self.pruner, self.days, self.clock = pruner, days, clock
         self.interval_s, self.batch = interval_s, batch
         self.passes = 0
         self.failures = 0
@@ -133,7 +163,7 @@ class ReadingRetention:
 
     async def prune_once(self) -> PruneResult:
         started = time.monotonic()
-        result = await prune_async(self.db, self.clock() - self.days * DAY_S, self.batch)
+        result = await prune_with(self.pruner, self.clock() - self.days * DAY_S, self.batch)
         if result.total:
             log.info("readings retention (%g days): %s in %d batches, %.2f s",
                      self.days, describe(result), result.batches, time.monotonic() - started)
@@ -149,7 +179,7 @@ class ReadingRetention:
         while True:
             try:
                 await self.prune_once()
-            except sqlite3.Error:
+            except Exception:  # the boundary of this task (sqlite3 or psycopg errors): try again later
                 self.failures += 1
                 log.exception("readings retention: pruning failed; retrying in %.0f s", self.interval_s)
                 self.done.set()

@@ -23,6 +23,7 @@ from typing import Any
 
 from gateway.memory.events import Alert
 from gateway.memory.node_input import NodeSpec, node_input
+from gateway.memory.run_log import RunLog, RunLogInMemory
 from gateway.memory.service import MemoryService
 from gateway.memory.store import Node
 
@@ -90,11 +91,14 @@ def deadline_of(rule: Node) -> tuple[int, int] | None:
 
 class RuleEngine:
     def __init__(self, memory: MemoryService, publish: Callable[[Alert], None],
-                 devices_of: Callable[[str], tuple[str, ...]]) -> None:
+                 devices_of: Callable[[str], tuple[str, ...]], runs: RunLog | None = None) -> None:
         self.memory = memory
         self.publish = publish
         self.devices_of = devices_of
-        self._reminded: set[tuple[int, str]] = set()  # (rule id, day) already reminded
+        # (rule id, day) already reminded: here, and (a cluster) in the shared RunLog, so the
+        # member that takes the scheduler over does not remind again what another did today
+        self._reminded: set[tuple[int, str]] = set()
+        self.runs = runs if runs is not None else RunLogInMemory()
 
     def _pending(self, user: str, rule: Node, text: str, severity: str) -> PendingAlert:
         spec = node_input(user, f"Alert: {text}", now=self.memory.clock(), kind="event", source="rules",
@@ -148,6 +152,8 @@ class RuleEngine:
                 if now < start + timedelta(hours=hm[0], minutes=hm[1]):
                     continue
                 self._reminded.add((rule.id, day))
+                if not await self.runs.first(f"reminder:{rule.id}", day):
+                    continue
                 got = await self.memory.recent(user, 1, all_of=[f"reading:{kind}", "kind:event"], since=start.timestamp())
                 if not got:
                     fired.append(await self._fire(user, rule, rule.content, "reminder"))

@@ -1,7 +1,8 @@
 """The memory's clock-driven jobs: daily reflection, daily portrait, deadline rules.
 
-`tick(now)` runs whatever is due at `now` (each daily job once per day, after its HH:MM) and is
-what tests drive. `run()` sleeps until the next due time, at most `max_sleep_s` (so a rule added
+`tick(now)` runs whatever is due at `now` (each daily job once per day and user, after its HH:MM,
+as the RunLog records: in RAM on one gateway, in PostgreSQL for a cluster, gateway/memory/
+run_log.py) and is what tests drive. `run()` sleeps until the next due time, at most `max_sleep_s` (so a rule added
 meanwhile is seen within that time), then ticks; clock and sleep are injected.
 """
 
@@ -15,6 +16,7 @@ from datetime import datetime, timedelta
 from gateway.memory.errors import MemoryError_
 from gateway.memory.reflection import portrait, reflect
 from gateway.memory.rules import RuleEngine
+from gateway.memory.run_log import RunLog, RunLogInMemory
 from gateway.memory.service import MemoryService
 
 log = logging.getLogger(__name__)
@@ -33,7 +35,8 @@ def next_at(now: datetime, hm: tuple[int, int]) -> datetime:
 class MemoryScheduler:
     def __init__(self, memory: MemoryService, rules: RuleEngine, *, reflection_time: str = "23:00",
                  portrait_time: str = "22:35", now: Callable[[], datetime] = lambda: datetime.now().astimezone(),
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep, max_sleep_s: float = 900) -> None:
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep, max_sleep_s: float = 900,
+                 runs: RunLog | None = None) -> None:
         self.memory = memory
         self.rules = rules
         self.reflection_at = _hm(reflection_time)
@@ -41,7 +44,8 @@ class MemoryScheduler:
         self.now = now
         self.sleep = sleep
         self.max_sleep_s = max_sleep_s
-        self._done: set[tuple[str, str]] = set()  # (job, day)
+        self._done: set[tuple[str, str]] = set()  # (job, day) handled by this scheduler
+        self.runs = runs if runs is not None else RunLogInMemory()  # (job:user, day) run, maybe by another member
 
     def _due(self, job: str, hm: tuple[int, int], now: datetime) -> bool:
         day = now.date().isoformat()
@@ -58,6 +62,8 @@ class MemoryScheduler:
         for name, hm, job in jobs:
             if self._due(name, hm, now):
                 for user in await self.memory.known_users():
+                    if not await self.runs.first(f"{name}:{user}", now.date().isoformat()):
+                        continue  # another member ran it today (it held the scheduler before)
                     try:
                         await job(self.memory, user, now)
                         ran.append(f"{name}:{user}")

@@ -1,6 +1,6 @@
 """The PostgreSQL backend `gateway run` serves with `storage.backend: postgres`: the device
-registry, the readings store, the memory's node store and its readings feed (run by one member
-of a cluster at a time, gateway/storage/feed_leader.py), all on one database.
+registry, the readings store, the memory's node store, its readings feed, daily jobs and the
+readings retention (each run by one member of a cluster at a time, gateway/storage/cluster_job.py), all on one database.
 
 Built without I/O (the composition root, gateway/app.py, builds it before the event loop runs);
 `open` migrates the schema on a thread and opens the one async pool the registry, the readings
@@ -20,11 +20,13 @@ from psycopg_pool import PoolTimeout
 from gateway.config.sections import StorageConfig
 from gateway.errors import ConfigError
 from gateway.storage.devices import PostgresDeviceRegistry
-from gateway.storage.feed_leader import FeedLeader
+from gateway.storage.job_runs import PostgresRunLog
+from gateway.storage.cluster_job import FEED, MEMORY_SCHEDULE, RETENTION, ClusterJob
 from gateway.storage.memory_store import PostgresMemoryStore
 from gateway.storage.pool import migrate_dsn, new_pool
 from gateway.storage.reading_log import PostgresReadingLog
 from gateway.storage.readings import PostgresReadingStore
+from gateway.storage.retention import PostgresPruner
 
 
 def _one_line(exc: BaseException) -> str:
@@ -38,7 +40,18 @@ class PostgresBackend:
         self.devices = PostgresDeviceRegistry(self.pool)
         self.readings = PostgresReadingStore(self.pool)
         self.reading_log = PostgresReadingLog(self.pool)
-        self.feed_leader = FeedLeader(dsn, storage.connect_timeout_s)  # one feed per cluster
+        # what runs on one member of a cluster at a time, each under its own advisory lock
+        timeout = storage.connect_timeout_s
+        self.feed_job = ClusterJob(dsn, FEED, "feeds the readings into the memory", timeout)
+        self.schedule_job = ClusterJob(dsn, MEMORY_SCHEDULE, "runs the memory's reflection, portrait and reminders",
+                                       timeout)
+        self.retention_job = ClusterJob(dsn, RETENTION, "prunes old readings (devices.readings_retention_days)",
+                                        timeout)
+        self.run_log = PostgresRunLog(self.pool)  # the days the memory's daily jobs have run, cluster-wide
+
+    def pruner(self, feeds_memory: bool) -> PostgresPruner:
+        """The readings retention's batches (`feeds_memory`: this gateway runs the memory)."""
+        return PostgresPruner(self.pool, feeds_memory)
 
     def unreachable(self, exc: BaseException) -> ConfigError:
         return ConfigError(f"storage.backend is postgres but the database at ${self._storage.dsn_env} "

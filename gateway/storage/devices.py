@@ -28,6 +28,12 @@ async def register(conn: AsyncConnection, device_id: str, name: str) -> str:
     return token
 
 
+def _record(row: tuple) -> DeviceRecord:
+    device, name, created, seen = row
+    return DeviceRecord(device, name, datetime.fromtimestamp(created, UTC),
+                        datetime.fromtimestamp(seen, UTC) if seen else None)
+
+
 class PostgresDeviceRegistry:
     def __init__(self, pool: AsyncConnectionPool) -> None:
         self._pool = pool
@@ -51,11 +57,18 @@ class PostgresDeviceRegistry:
         async with self._pool.connection() as conn:
             row = await (await conn.execute("SELECT device_id, name, created_at, last_seen FROM devices"
                                             " WHERE device_id = %s", (device_id,))).fetchone()
-        if row is None:
-            return None
-        device, name, created, seen = row
-        return DeviceRecord(device, name, datetime.fromtimestamp(created, UTC),
-                            datetime.fromtimestamp(seen, UTC) if seen else None)
+        return None if row is None else _record(row)
+
+    async def list_devices(self) -> list[DeviceRecord]:
+        async with self._pool.connection() as conn:
+            rows = await (await conn.execute("SELECT device_id, name, created_at, last_seen FROM devices"
+                                             " ORDER BY device_id")).fetchall()
+        return [_record(row) for row in rows]
+
+    async def remove_device(self, device_id: str) -> bool:
+        async with self._pool.connection() as conn:
+            done = await conn.execute("DELETE FROM devices WHERE device_id = %s", (device_id,))
+            return done.rowcount == 1
 
     async def broker_logins(self) -> list[tuple[str, str | None]]:
         async with self._pool.connection() as conn:

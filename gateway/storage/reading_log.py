@@ -7,22 +7,43 @@ in `(xid, id)` order (xid: the inserting transaction, `pg_current_xact_id()`), a
 transaction is below the oldest one still running (`pg_snapshot_xmin`): every reading not yet
 returned commits later with an `(xid, id)` above the last one returned (docs/SCALE-OUT.md,
 "Readings"). The feed's cursor stays a reading id (committed with the memories it produced); its
-`(xid, id)` is that row's. Nothing deletes PostgreSQL readings (no retention there yet), so the
-cursor's row stays; were it gone, `after` raises (the feed logs it and retries) rather than
+`(xid, id)` is that row's. The retention (gateway/storage/retention.py) never deletes the cursor's
+row nor anything the feed has not consumed; were the row gone, `after` raises (the feed logs it and retries) rather than
 guessing a position and remembering readings twice. `last_id` is the highest id, as on SQLite:
 the feed's start-up checks ("a cursor beyond the readings") compare ids.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from datetime import UTC, datetime
+from typing import Protocol
 
 from psycopg_pool import AsyncConnectionPool
 
 from gateway.devices.readings import ReadingStored
 
 _VISIBLE = "xid < pg_snapshot_xmin(pg_current_snapshot())"
+POLL_S = 1.0  # the feed looks for the other members' readings at least this often
+
+
+class Wake(Protocol):
+    async def wait(self) -> None: ...
+
+
+class PollingWake:
+    """`wait()` returns on the bus's wake-up or after `poll_s`, whichever comes first: readings
+    stored by the other gateways raise no event on this one's bus."""
+
+    def __init__(self, inner: Wake, poll_s: float = POLL_S) -> None:
+        self._inner, self._poll_s = inner, poll_s
+
+    async def wait(self) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._poll_s):
+                await self._inner.wait()
 
 
 def _utc(ts: float) -> datetime:

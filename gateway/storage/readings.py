@@ -4,7 +4,8 @@ One device + seq is one row across every gateway: `UNIQUE (device_id, seq)` and 
 NOTHING`, so a reading resent to another gateway after a failover is found, not stored twice (a
 concurrent insert of the same seq waits for the first and then sees it). `insert` returns after
 the commit (`synchronous_commit` on, PostgreSQL's default), so the ack follows durability; when
-the database is unreachable it raises StorageFailed and the device is not acked.
+the database is unreachable it raises StorageFailed and the device is not acked. A seq at or
+below the highest one the retention pruned (`readings_pruned`) is a duplicate, as on SQLite.
 """
 
 from __future__ import annotations
@@ -26,22 +27,29 @@ class PostgresReadingStore:
         measured_at, clock = (float(msg.measured_at), "device") if msg.measured_at else (received_at, "gateway")
         values = json.dumps([[name, unit, value] for name, unit, value in msg.values], ensure_ascii=False)
         try:
-            async with self._pool.connection() as conn, conn.transaction():
-                pruned = await (await conn.execute(
-                    "SELECT max_seq FROM readings_pruned WHERE device_id = %s", (device_id,))).fetchone()
-                if pruned is not None and msg.seq <= pruned[0]:
+            async with self._pool.connection() as conn:
+                async with conn.transaction():
+                    row = await (await conn.execute(
+                        'INSERT INTO readings (device_id, seq, kind, measured_at, received_at, clock, "values")'
+                        " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (device_id, seq) DO NOTHING RETURNING id",
+                        (device_id, msg.seq, msg.kind, measured_at, received_at, clock, values))).fetchone()
+                    # read after the insert, in a statement of its own: it sees a prune that deleted
+                    # this seq while the insert waited for it (the prune commits readings_pruned with
+                    # its delete), so a pruned seq is never stored again (docs: retention.py)
+                    pruned = await (await conn.execute(
+                        "SELECT max_seq FROM readings_pruned WHERE device_id = %s", (device_id,))).fetchone()
+                    if pruned is not None and msg.seq <= pruned[0]:
+                        if row is not None:
+                            raise psycopg.Rollback()  # a resend of a pruned seq: not a new row
+                        row = await (await conn.execute("SELECT id FROM readings WHERE device_id = %s AND seq = %s",
+                                                        (device_id, msg.seq))).fetchone()
+                        return (int(row[0]), False) if row else (0, False)  # pruned: still a duplicate
+                    if row is not None:
+                        return int(row[0]), True
                     row = await (await conn.execute("SELECT id FROM readings WHERE device_id = %s AND seq = %s",
                                                     (device_id, msg.seq))).fetchone()
-                    return (int(row[0]), False) if row else (0, False)  # pruned: still a duplicate
-                row = await (await conn.execute(
-                    'INSERT INTO readings (device_id, seq, kind, measured_at, received_at, clock, "values")'
-                    " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (device_id, seq) DO NOTHING RETURNING id",
-                    (device_id, msg.seq, msg.kind, measured_at, received_at, clock, values))).fetchone()
-                if row is not None:
-                    return int(row[0]), True
-                row = await (await conn.execute("SELECT id FROM readings WHERE device_id = %s AND seq = %s",
-                                                (device_id, msg.seq))).fetchone()
-                return int(row[0]), False
+                    return (int(row[0]), False) if row else (0, False)  # (pruned meanwhile)
+                return 0, False  # rolled back: pruned, still a duplicate
         except PoolTimeout as exc:
             raise StorageFailed(f"PostgreSQL unreachable: {exc}") from exc
         except psycopg.Error as exc:

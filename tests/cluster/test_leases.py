@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 
+import psycopg
 import pytest
 
 from gateway.cluster.leases import LeaseStoreDown, PgLeases
+from gateway.storage.schema import migrate
 
 
 async def test_only_one_of_two_gateways_gets_a_device_and_the_other_after_it_runs_out(postgres_dsn):
+    with psycopg.connect(postgres_dsn) as conn:  # device_leases: the versioned migrations create it
+        migrate(conn)
     a, b = PgLeases(postgres_dsn, "gw-a", 0.6, 5), PgLeases(postgres_dsn, "gw-b", 0.6, 5)
     try:
         both = await asyncio.gather(a.claim(["box-1", "box-2"]), b.claim(["box-1", "box-2"]))

@@ -15,7 +15,7 @@ from gateway.bus import EventBus
 from gateway.cli import main
 from gateway.devices.database import Database, connect
 from gateway.devices.readings import ReadingService, SqliteReadingStore, insert_reading, list_readings
-from gateway.devices.retention import DAY_S, ReadingRetention, count_prunable, prune_async, prune_readings, pruned_through
+from gateway.devices.retention import DAY_S, ReadingRetention, SqlitePruner, count_prunable, prune_async, prune_readings, pruned_through
 
 NOW = 1_764_547_200.0  # 2025-12-01T00:00:00Z
 HUMID = (("percent", "%", 45.0),)
@@ -104,7 +104,7 @@ async def test_readings_arriving_during_a_long_prune_are_stored_between_its_batc
 async def test_the_periodic_retention_prunes_at_start_and_logs_the_counts(db, caplog):
     await db.run(fill, "hum-1", range(1, 4), 31)
     await db.run(fill, "hum-1", range(4, 6), 29)
-    retention = ReadingRetention(db, 30, clock=lambda: NOW)
+    retention = ReadingRetention(SqlitePruner(db), 30, clock=lambda: NOW)
     with caplog.at_level(logging.INFO, logger="gateway.devices.retention"):
         task = asyncio.create_task(retention.run())
         try:
@@ -121,7 +121,7 @@ async def test_the_periodic_retention_prunes_at_start_and_logs_the_counts(db, ca
 async def test_a_failing_prune_is_logged_and_the_task_keeps_running(db, caplog):
     await db.run(fill, "hum-1", range(1, 3), 31)
     await db.run(lambda conn: conn.execute("DROP TABLE readings_pruned"))  # the prune's write fails
-    retention = ReadingRetention(db, 30, clock=lambda: NOW, interval_s=3600)
+    retention = ReadingRetention(SqlitePruner(db), 30, clock=lambda: NOW, interval_s=3600)
     task = asyncio.create_task(retention.run())
     try:
         await asyncio.wait_for(retention.done.wait(), 10)

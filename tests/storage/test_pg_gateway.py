@@ -146,16 +146,16 @@ async def test_two_gateways_on_one_postgres_feed_each_reading_into_the_memory_on
         await asyncio.wait_for(ready.wait(), 60)
         gateways.append(gateway)
         if name == "a":  # a takes the feed lock first
-            await _until(lambda: gateways[0].postgres.feed_leader.leading)
+            await _until(lambda: gateways[0].postgres.feed_job.leading)
     a, b = gateways
     try:
         await _send_reading(a, token, 1)
         await _send_reading(b, token, 2)  # stored by b, fed by a (no event on a's bus: a polls)
         await _until(lambda: len(_nodes(postgres_dsn)) >= 2)
-        assert not b.postgres.feed_leader.leading
+        assert not b.postgres.feed_job.leading
         tasks[0].cancel()  # a stops: its lock's connection closes
         await asyncio.gather(tasks[0], return_exceptions=True)
-        await _until(lambda: b.postgres.feed_leader.leading, timeout=30)
+        await _until(lambda: b.postgres.feed_job.leading, timeout=30)
         await _send_reading(b, token, 3)
         await _until(lambda: len(_nodes(postgres_dsn)) >= 3)
         await asyncio.sleep(2)  # a second feed would have written its duplicates by now
