@@ -24,12 +24,13 @@ from gateway.bus import EventBus
 from gateway.config import ConfigError, GatewayConfig
 from gateway.console.build import build_console
 from gateway.console.log_tail import LogTail
-from gateway.devices.activation import Activations
+from gateway.devices.activation import ActivationStore, Activations
 from gateway.devices.auth import Authenticator, SqliteDeviceRegistry
 from gateway.devices.database import Database
 from gateway.devices.device_actions import DeviceActions
 from gateway.devices.device_tools import DeviceTools
 from gateway.devices.reading_log import ReadingLog
+from gateway.devices.reading_list import ReadingList, SqliteReadingList
 from gateway.devices.readings import ReadingService, ReadingStored, SqliteReadingStore
 from gateway.devices.registry import SessionRegistry
 from gateway.devices.retention import ReadingRetention, SqlitePruner
@@ -45,7 +46,7 @@ from gateway.links.base import DeviceConnection, DeviceLink, LinkServices
 from gateway.memory.reading_feed import ReadingFeed
 from gateway.memory.alerts import speak_alerts
 from gateway.memory.device_users import DevicePeople
-from gateway.devices.people import load_people
+from gateway.devices.people import PeopleStore, SqlitePeople, follow
 from gateway.memory.events import Alert
 from gateway.memory.rules import RuleEngine, install_rules
 from gateway.memory.scheduler import MemoryScheduler
@@ -107,12 +108,17 @@ class Gateway:
             self.memory.users = self.people
         self.mcp_clients = build_mcp_clients(self.cfg)  # external MCP servers' tools (connected by serve)
         self.device_tools = DeviceTools(self.cfg.xiaozhi.tool_timeout_s)  # connected devices' own tools
+        pg = self.postgres
+        # the LLM brain's histories: RAM only on a single box, also in PostgreSQL when shared
         self.brain = build_brain(self.cfg, self.memory, self.registry.connected, self.mcp_clients, self.device_tools,
-                                 users=self.people)
+                                 users=self.people, history_store=pg.history if pg is not None else None)
         self.db = Database(self.cfg.path(self.cfg.devices.database))
+        ttl = self.cfg.xiaozhi.activation_ttl_s
+        self.people_store: PeopleStore = pg.people if pg is not None else SqlitePeople(self.db)
+        activations: ActivationStore = pg.activations(ttl) if pg is not None else Activations(self.db, ttl)
+        reading_list: ReadingList = pg.reading_list if pg is not None else SqliteReadingList(self.db)
         if self.cfg.devices.open_enrolment:
             log.warning("devices.open_enrolment is on: unregistered devices may connect (fine on a trusted LAN)")
-        pg = self.postgres
         store = pg.readings if pg is not None else SqliteReadingStore(self.db)
         self.readings = ReadingService(store, self.bus, per_minute=self.cfg.devices.max_readings_per_minute)
         self.auth = Authenticator(pg.devices if pg is not None else SqliteDeviceRegistry(self.db),
@@ -125,12 +131,13 @@ class Gateway:
         # broker checks device logins against the registry, xiaozhi boxes enrol through it.
         self.log_tail = LogTail()  # the console's health page shows the last log lines (attached by serve)
         console = self.console = build_console(self.cfg, self.db, self.registry, self.memory, self.log_tail, self.people,
-                                               self.bus)
+                                               self.bus, activations=activations, people_store=self.people_store,
+                                               readings=reading_list)
         self.link_services = LinkServices(bus=self.bus, check_credentials=self.auth.check_credentials,
                                           broker_logins=self.auth.broker_logins,
                                           serve_authenticated=self._handle_authenticated,
                                           enrolment=self.auth,
-                                          activations=Activations(self.db, self.cfg.xiaozhi.activation_ttl_s),
+                                          activations=activations,
                                           device_tools=self.device_tools, console=console)
         self.services = SessionServices(
             cfg=self.cfg,
@@ -165,7 +172,7 @@ class Gateway:
                 await self.postgres.close()
 
     async def _serve(self, events: list[asyncio.Event], ready: asyncio.Event | None) -> None:
-        self.people.load(await self.db.run(load_people))  # the console's device -> person changes
+        self.people.load(await self.people_store.load())  # the console's device -> person changes
         if self.memory is not None:
             await self.memory.start()
         logging.getLogger().addHandler(self.log_tail)
@@ -179,6 +186,8 @@ class Gateway:
                     tg.create_task(self.retention.run(), name="readings-retention")
                 elif self.retention is not None:  # one gateway of those sharing the database prunes
                     tg.create_task(self.postgres.retention_job.run(self.retention.run), name="readings-retention")
+                if self.postgres is not None:  # the other gateways' consoles change the mapping too
+                    tg.create_task(follow(self.people_store, self.people), name="people-follow")
                 if self.console is not None:  # the Talk page's live log of the turns
                     tg.create_task(self.console.run(), name="console")
                 for link, event in zip(self.links, events):

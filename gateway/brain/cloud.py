@@ -10,6 +10,8 @@ has its own), within a token budget, with the turn's tool exchanges, in the shar
 connection has its `CloudSession` (its newest turn, the turn waiting to reach the memory, the reply
 it may `withdraw()`). A caller that plays the reply (`ctx.reports_playback`) reports what was
 actually played with the session's `spoken()`: the history and the memory keep only that.
+With a `history_store` (storage.backend postgres) the history is also kept there and read back
+at each turn, so it is the person's across gateways (gateway/brain/history_store.py).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 from gateway.brain.fallback import ProvidersFailed, ask_providers, tool_messages
 from gateway.brain.history import History, Turn
+from gateway.brain.history_store import HistoryStore, HistorySync
 from gateway.brain.llm import LlmProvider, ToolCall
 from gateway.brain.tools import Toolbox
 from gateway.config import PrestartToolConfig
@@ -42,7 +45,7 @@ class CloudBrain(Brain):
                  system_prompt: str = "", history_tokens: int = 1500, clauses: bool = False,
                  tools: Toolbox | None = None, prestart: Sequence[PrestartToolConfig] = (),
                  route: str = "local_first", interrupted_reply: str = "Sorry, I lost the connection.",
-                 users: Mapping[str, str] | None = None) -> None:
+                 users: Mapping[str, str] | None = None, history_store: HistoryStore | None = None) -> None:
         if route not in ROUTES:
             raise ValueError(f"route must be one of {', '.join(ROUTES)}, not {route!r}")
         self.tools = tools if tools is not None else Toolbox([])  # may be empty until MCP servers connect
@@ -57,12 +60,30 @@ class CloudBrain(Brain):
         self._users = users if users is not None else {}  # device id -> user id (a live mapping: not copied)
         self._history: dict[str, History] = {}
         self._budget = history_tokens
+        self._shared = HistorySync(history_store, history_tokens) if history_store is not None else None
+
+    def history_key(self, device_id: str) -> str:
+        user = self._users.get(device_id)
+        return f"user:{user}" if user else f"device:{device_id}"
 
     def history(self, device_id: str) -> History:
         """The conversation of the device's user (devices of one user share it)."""
-        user = self._users.get(device_id)
-        key = f"user:{user}" if user else f"device:{device_id}"
-        return self._history.setdefault(key, History(self._budget))
+        return self._history.setdefault(self.history_key(device_id), History(self._budget))
+
+    async def current_history(self, device_id: str) -> History:
+        """`history`, first brought up to date from the shared store (the other gateways' turns)."""
+        history = self.history(device_id)
+        if self._shared is not None and (stored := await self._shared.load(self.history_key(device_id))) is not None:
+            history.adopt(stored)
+        return history
+
+    def _saved(self, device_id: str, turn: Turn) -> None:
+        if self._shared is not None:
+            self._shared.save(self.history_key(device_id), turn)
+
+    def _deleted(self, device_id: str, turn: Turn) -> None:
+        if self._shared is not None:
+            self._shared.delete(self.history_key(device_id), turn.id)
 
     async def close(self) -> None:
         for p in self.providers:
@@ -71,6 +92,8 @@ class CloudBrain(Brain):
             await self.memory.close()
 
     async def drain(self) -> None:
+        if self._shared is not None:
+            await self._shared.flush()
         if self.memory is not None:
             await self.memory.drain()
 
@@ -167,7 +190,7 @@ class CloudSession(BrainSession):
         brain, device_id = self._brain, self._device_id
         asked = self._asked = _Asked()
         local = await brain._local_answer(utterance, ctx) if brain.route == "local_first" else None
-        history = brain.history(device_id)
+        history = await brain.current_history(device_id)
         messages, kept = await brain._messages(utterance, device_id) if local is None else ([], [])
         turn = self._last = history.start(utterance)
         history.add_tools(turn, kept)
@@ -187,6 +210,7 @@ class CloudSession(BrainSession):
             if asked.withdrawn:
                 self._forget(turn)
             else:
+                brain._saved(device_id, turn)
                 if brain.route == "llm_first" and brain.memory is not None:
                     brain.memory.capture_later(utterance, device_id)  # the memory did not answer
                 if not ctx.reports_playback:
@@ -201,6 +225,7 @@ class CloudSession(BrainSession):
 
     def _forget(self, turn: Turn) -> None:
         self._brain.history(self._device_id).drop(turn)
+        self._brain._deleted(self._device_id, turn)
         if self._last is turn:
             self._last = None
         if self._unplayed is turn:
@@ -213,6 +238,7 @@ class CloudSession(BrainSession):
         if turn is None:
             return
         self._brain.history(self._device_id).set_reply(turn, text)
+        self._brain._saved(self._device_id, turn)
         if self._unplayed is turn:
             self._unplayed = None
             self._brain._remember(turn.user, text, self._device_id)

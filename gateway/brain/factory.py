@@ -10,6 +10,7 @@ from gateway.brain.contract import Brain
 from gateway.brain.local import LocalBrain
 
 if TYPE_CHECKING:
+    from gateway.brain.history_store import HistoryStore
     from gateway.brain.tools import ToolSource
     from gateway.devices.device_tools import DeviceTools
     from gateway.config import GatewayConfig
@@ -29,10 +30,12 @@ def build_mcp_clients(cfg: GatewayConfig) -> McpClients | None:
 
 def build_brain(cfg: GatewayConfig, memory: MemoryService | None,
                 connected: Callable[[], list[str]] | None = None, mcp: ToolSource | None = None,
-                own_tools: DeviceTools | None = None, users: Mapping[str, str] | None = None) -> Brain:
+                own_tools: DeviceTools | None = None, users: Mapping[str, str] | None = None,
+                history_store: HistoryStore | None = None) -> Brain:
     """`own_tools`: the connected devices' own tools, offered to the LLM as `device__<tool>`
     while it answers that device. `users`: device id -> person, live (the gateway's DevicePeople;
-    default memory.users), whose conversation history a device continues."""
+    default memory.users), whose conversation history a device continues. `history_store`: where
+    the histories are shared with other gateways (storage.backend postgres); None: RAM only."""
     local = LocalBrain.from_config(cfg)
     remembering = MemoryBrain(local, memory) if memory is not None else None
     if not cfg.brain.providers or cfg.brain.route == "local_only":
@@ -52,7 +55,7 @@ def build_brain(cfg: GatewayConfig, memory: MemoryService | None,
                                     [DeviceToolsForBrain(own_tools)] if own_tools is not None else []),
                       prestart=cfg.brain.prestart, route=cfg.brain.route,
                       interrupted_reply=cfg.brain.interrupted_reply,
-                      users=cfg.memory.users if users is None else users)
+                      users=cfg.memory.users if users is None else users, history_store=history_store)
 
 
 async def drain_brain(brain: Brain) -> None:

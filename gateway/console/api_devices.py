@@ -1,5 +1,7 @@
-"""Console API for devices, over the registry database (gateway/devices/auth.py, activation.py:
-the functions `gateway devices ...` uses) and the live sessions (SessionRegistry).
+"""Console API for devices, over the registry database (gateway/devices/auth.py: the functions
+`gateway devices ...` uses), the activation codes and the console's device -> person mapping (an
+ActivationStore and a PeopleStore: the devices database, or PostgreSQL shared by several
+gateways) and the live sessions (SessionRegistry).
 
     GET  devices           {"connected": [...], "registered": [...], "pending": [...]}
     POST devices/add       {"device_id", "name"} -> its token (shown once) and firmware settings
@@ -9,7 +11,7 @@ the functions `gateway devices ...` uses) and the live sessions (SessionRegistry
     POST devices/reject    {"device_id"}   forget its code (it asks again for a new one)
     POST devices/person    {"device_id", "person"}   whose memory and conversation the device uses:
                            a person's id, "" = its own memory, null = as gateway.yaml (memory.users)
-                           says; stored in the devices database (gateway/devices/people.py)
+                           says; stored in the PeopleStore (gateway/devices/people.py)
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from firmware_protocol import AudioFormat
 from firmware_protocol.messages import DEVICE_ID_PATTERN
 from gateway.devices import activation
 from gateway.devices.auth import add_device, list_devices, remove_device, rename_device
+from gateway.devices.activation import ActivationStore
 from gateway.devices.database import Database
-from gateway.devices.people import clear_person, set_person
+from gateway.devices.people import PeopleStore
 from gateway.devices.registry import SessionRegistry
 from gateway.console.routes import ApiError, ApiRequest, Routes, text_field
 from gateway.memory.device_users import DevicePeople
@@ -65,8 +68,10 @@ def _format(f: AudioFormat) -> str:
 
 class DevicesApi:
     def __init__(self, db: Database, registry: SessionRegistry, settings: DeviceSettings,
-                 clock: Callable[[], float] = time.time) -> None:
+                 activations: ActivationStore, people_store: PeopleStore, clock: Callable[[], float] = time.time) -> None:
         self._db = db
+        self._activations = activations
+        self._people_store = people_store
         self._registry = registry
         self._settings = settings
         self._clock = clock
@@ -86,7 +91,7 @@ class DevicesApi:
     async def list(self, request: ApiRequest) -> dict[str, Any]:
         now = self._clock()
         registered = await self._db.run(list_devices)
-        pending = await self._db.run(activation.list_pending, now)
+        pending = await self._activations.pending()
         known = {d.device_id for d in registered}
         connected = []
         for device_id in self._registry.connected():
@@ -147,7 +152,7 @@ class DevicesApi:
         code = text_field(request.body, "code", max_len=16)
         if not activation.valid_code(code):
             raise ApiError(400, f"{code!r} is not an activation code: the box shows and speaks 6 digits", "code")
-        approved = await self._db.run(activation.approve, code, self._settings.activation_ttl_s, self._clock())
+        approved = await self._activations.approve(code)
         if approved is None:
             raise ApiError(404, f"no box is waiting with code {code}: it is wrong or expired", "code")
         log.info("%s: box %s approved (code %s, %s)", request.peer, approved.device_id, code, approved.details)
@@ -155,7 +160,7 @@ class DevicesApi:
 
     async def reject(self, request: ApiRequest) -> dict[str, Any]:
         device_id = self._device_id(request.body)
-        if not await self._db.run(activation.reject, device_id):
+        if not await self._activations.reject(device_id):
             raise ApiError(404, f"no box {device_id} is waiting for activation", "device_id")
         log.info("%s: box %s rejected (its activation code forgotten)", request.peer, device_id)
         return {"rejected": device_id}
@@ -176,10 +181,10 @@ class DevicesApi:
                     raise ApiError(400, f"person: {exc}", "person") from None
         people, before = self._settings.people, self._settings.person_of(device_id)
         if person is None:
-            await self._db.run(clear_person, device_id)
+            await self._people_store.clear(device_id)
             people.reset(device_id)
         else:
-            await self._db.run(set_person, device_id, person, self._clock())
+            await self._people_store.set(device_id, person, self._clock())
             people.set(device_id, person)
         after = self._settings.person_of(device_id)
         log.info("%s: device %s now belongs to %s (%s; was %s): its conversation and memory are %s's from its next turn",

@@ -1,5 +1,6 @@
-"""Console API for sensor readings, per person and kind, over the readings table (the function
-`gateway readings` uses) and the alert thresholds of the memory's rules (`MemoryService.active_rules`).
+"""Console API for sensor readings, per person and kind, over the stored readings (a ReadingList:
+the devices database, or PostgreSQL shared by several gateways) and the alert thresholds of the
+memory's rules (`MemoryService.active_rules`).
 
     GET readings?person=P&kind=K&days=D   {"readings": [...] oldest first, "kinds", "people", "thresholds"}
     GET readings.csv?person=P&kind=K&days=D   the same rows as CSV
@@ -16,8 +17,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from gateway.console.routes import ApiError, ApiRequest, FileAnswer, Routes
-from gateway.devices.database import Database
-from gateway.devices.readings import StoredRow, list_readings, reading_kinds
+from gateway.devices.reading_list import ReadingList
+from gateway.devices.readings import StoredRow
 
 DAY_S = 86400.0
 MAX_ROWS = 20000
@@ -37,9 +38,9 @@ def _tag(tags: tuple[str, ...], ns: str) -> str | None:
 
 
 class ReadingsApi:
-    def __init__(self, db: Database, person_of: Callable[[str], str], rules_of: RulesOf,
+    def __init__(self, readings: ReadingList, person_of: Callable[[str], str], rules_of: RulesOf,
                  mapped: Mapping[str, str], clock: Callable[[], float] = time.time) -> None:
-        self._db = db
+        self._readings = readings
         self._person_of = person_of
         self._rules_of = rules_of
         self._mapped = mapped
@@ -55,14 +56,14 @@ class ReadingsApi:
         person = request.query.get("person", "")
         kind = request.query.get("kind", "")
         since = self._clock() - PERIODS[days] * DAY_S
-        found = await self._db.run(list_readings, None, kind or None, MAX_ROWS, since)
+        found = await self._readings.recent(kind or None, MAX_ROWS, since)
         rows = [r for r in found if not person or self._person_of(r.device_id) == person]
         rows.sort(key=lambda r: r.measured_at)
         return rows, person, kind
 
     async def list(self, request: ApiRequest) -> dict[str, Any]:
         rows, person, kind = await self._rows(request)
-        stored = await self._db.run(reading_kinds)
+        stored = await self._readings.kinds()
         people = sorted({self._person_of(d) for d, _ in stored} | set(self._mapped.values()))
         kinds = sorted({k for d, k in stored if not person or self._person_of(d) == person})
         thresholds = []

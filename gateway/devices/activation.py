@@ -11,7 +11,9 @@ A code stays valid `ttl_s` seconds (`xiaozhi.activation_ttl_s`) from when it was
 approval as long again from when it was given; an expired row is deleted at the next offer, so the
 box's next OTA request gets a new code. While a code is valid the box keeps getting the same one
 (it asks again after its ten /activate attempts). Pure functions on a connection (the CLI's) and
-an async `Activations` over the gateway's `Database`.
+an async `Activations` over the gateway's `Database`: the `ActivationStore` the xiaozhi OTA
+endpoint and the console use; on PostgreSQL, shared by several gateways, `PostgresActivations`
+(gateway/storage/activations.py), so a box activated through one gateway is activated for all.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from gateway.devices.auth import add_device
 from gateway.devices.database import Database
@@ -66,7 +69,7 @@ def offer(conn: sqlite3.Connection, device_id: str, details: str, ttl_s: float, 
         found = _row(conn.execute(f"SELECT {_COLUMNS} FROM activations WHERE device_id = ?", (device_id,)).fetchone())
         if found is None:
             taken = {c for (c,) in conn.execute("SELECT code FROM activations")}
-            found = PendingActivation(device_id, _free_code(taken), secrets.token_hex(16), details, now, now + ttl_s)
+            found = PendingActivation(device_id, free_code(taken), secrets.token_hex(16), details, now, now + ttl_s)
             conn.execute(f"INSERT INTO activations ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
                          (found.device_id, found.code, found.challenge, found.details, found.created_at,
                           found.expires_at, None))
@@ -77,7 +80,7 @@ def offer(conn: sqlite3.Connection, device_id: str, details: str, ttl_s: float, 
     return found
 
 
-def _free_code(taken: set[str]) -> str:
+def free_code(taken: set[str]) -> str:
     """A random code not in use (a million codes, a handful of boxes waiting at once)."""
     for _ in range(64):
         code = f"{secrets.randbelow(10**CODE_DIGITS):0{CODE_DIGITS}d}"
@@ -131,8 +134,36 @@ def claim(conn: sqlite3.Connection, device_id: str, name: str, now: float) -> st
     return token
 
 
+class ActivationStore(Protocol):
+    """The activation codes as the gateway's links (OTA) and its console use them."""
+
+    ttl_s: float
+
+    async def offer(self, device_id: str, details: str) -> PendingActivation:
+        """The box's current code (the same while valid), or a new one."""
+        ...
+
+    async def state(self, device_id: str) -> PendingActivation | None: ...
+
+    async def claim(self, device_id: str, name: str) -> str | None:
+        """An approved box: registered (its new token returned once) and its code forgotten."""
+        ...
+
+    async def approve(self, code: str) -> PendingActivation | None:
+        """The box waiting with `code` approved; None when no valid code matches."""
+        ...
+
+    async def reject(self, device_id: str) -> bool: ...
+
+    async def pending(self) -> list[PendingActivation]:
+        """The valid codes, oldest first."""
+        ...
+
+    def now(self) -> float: ...
+
+
 class Activations:
-    """The activation codes as the gateway's links use them (on the database thread)."""
+    """The ActivationStore on the gateway's SQLite database (its database thread)."""
 
     def __init__(self, db: Database, ttl_s: float, clock: Callable[[], float] = time.time) -> None:
         self._db = db
@@ -147,6 +178,15 @@ class Activations:
 
     async def claim(self, device_id: str, name: str) -> str | None:
         return await self._db.run(claim, device_id, name, self._clock())
+
+    async def approve(self, code: str) -> PendingActivation | None:
+        return await self._db.run(approve, code, self.ttl_s, self._clock())
+
+    async def reject(self, device_id: str) -> bool:
+        return await self._db.run(reject, device_id)
+
+    async def pending(self) -> list[PendingActivation]:
+        return await self._db.run(list_pending, self._clock())
 
     def now(self) -> float:
         return self._clock()

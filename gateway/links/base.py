@@ -17,7 +17,7 @@ from firmware_protocol import Message, ProtocolError
 
 if TYPE_CHECKING:
     from gateway.bus import EventBus
-    from gateway.devices.activation import Activations
+    from gateway.devices.activation import ActivationStore
     from gateway.devices.device_tools import DeviceTools
     from gateway.links.http_front import HttpMount
 
@@ -95,7 +95,7 @@ class LinkServices:
     # checked against the registry), so its Hello's token is not checked again; None: `handler`.
     serve_authenticated: ConnectionHandler | None = None
     enrolment: Enrolment | None = None
-    activations: Activations | None = None
+    activations: ActivationStore | None = None
     device_tools: DeviceTools | None = None  # where a device's own tools (a xiaozhi box's MCP) are offered
     console: HttpMount | None = None  # the web console (gateway/console/), served by the screen server
 

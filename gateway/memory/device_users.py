@@ -29,7 +29,7 @@ def user_of(device_id: str, users: Mapping[str, str], default_user: str, isolate
 
 class DevicePeople(Mapping[str, str]):
     """The live device id -> person mapping: gateway.yaml's `memory.users` with the console's
-    changes over it (the `device_people` table, gateway/devices/people.py). One object shared by
+    changes over it (the PeopleStore, gateway/devices/people.py). One object shared by
     the memory (whose memory a device uses), the brain (whose conversation history), the rule
     engine (which devices speak a person's alerts) and the console; changed on the event loop.
     A change holds from the next turn or reading on: the device then reads and writes that
@@ -38,18 +38,21 @@ class DevicePeople(Mapping[str, str]):
     def __init__(self, configured: Mapping[str, str]) -> None:
         self.configured = dict(configured)
         self._changed: dict[str, str] = {}  # device id -> person, "" = its own memory
+        self.changes = 0  # counts set/reset (a shared store's reader skips a read that overlapped one)
 
     def load(self, changed: Mapping[str, str]) -> None:
-        """The console's stored changes (at start)."""
+        """The console's stored changes (at start; with a shared store, again every few seconds)."""
         self._changed = dict(changed)
 
     def set(self, device_id: str, person: str) -> None:
         """`person` "" = the device's own memory, whatever gateway.yaml says."""
         self._changed[device_id] = person
+        self.changes += 1
 
     def reset(self, device_id: str) -> None:
         """Back to gateway.yaml's mapping."""
         self._changed.pop(device_id, None)
+        self.changes += 1
 
     def source(self, device_id: str) -> str:
         """Where the device's person comes from: "console", "gateway.yaml" or "own"."""

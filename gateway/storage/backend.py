@@ -1,6 +1,8 @@
 """The PostgreSQL backend `gateway run` serves with `storage.backend: postgres`: the device
 registry, the readings store, the memory's node store, its readings feed, daily jobs and the
-readings retention (each run by one member of a cluster at a time, gateway/storage/cluster_job.py), all on one database.
+readings retention (each run by one member of a cluster at a time, gateway/storage/cluster_job.py), the LLM brain's conversation history,
+the console's device -> person mapping and reading lists, the xiaozhi activation codes, all on
+one database.
 
 Built without I/O (the composition root, gateway/app.py, builds it before the event loop runs);
 `open` migrates the schema on a thread and opens the one async pool the registry, the readings
@@ -21,9 +23,13 @@ from gateway.config.sections import StorageConfig
 from gateway.errors import ConfigError
 from gateway.storage.devices import PostgresDeviceRegistry
 from gateway.storage.job_runs import PostgresRunLog
+from gateway.storage.activations import PostgresActivations
 from gateway.storage.cluster_job import FEED, MEMORY_SCHEDULE, RETENTION, ClusterJob
+from gateway.storage.history import PostgresHistoryStore
 from gateway.storage.memory_store import PostgresMemoryStore
 from gateway.storage.pool import migrate_dsn, new_pool
+from gateway.storage.people import PostgresPeople
+from gateway.storage.reading_list import PostgresReadingList
 from gateway.storage.reading_log import PostgresReadingLog
 from gateway.storage.readings import PostgresReadingStore
 from gateway.storage.retention import PostgresPruner
@@ -40,6 +46,9 @@ class PostgresBackend:
         self.devices = PostgresDeviceRegistry(self.pool)
         self.readings = PostgresReadingStore(self.pool)
         self.reading_log = PostgresReadingLog(self.pool)
+        self.reading_list = PostgresReadingList(self.pool)  # the console's lists, charts and CSV
+        self.history = PostgresHistoryStore(self.pool)  # the LLM brain's conversations per person
+        self.people = PostgresPeople(self.pool)  # the console's device -> person
         # what runs on one member of a cluster at a time, each under its own advisory lock
         timeout = storage.connect_timeout_s
         self.feed_job = ClusterJob(dsn, FEED, "feeds the readings into the memory", timeout)
@@ -48,6 +57,10 @@ class PostgresBackend:
         self.retention_job = ClusterJob(dsn, RETENTION, "prunes old readings (devices.readings_retention_days)",
                                         timeout)
         self.run_log = PostgresRunLog(self.pool)  # the days the memory's daily jobs have run, cluster-wide
+
+    def activations(self, ttl_s: float) -> PostgresActivations:
+        """The xiaozhi activation codes (xiaozhi.activation_ttl_s)."""
+        return PostgresActivations(self.pool, ttl_s)
 
     def pruner(self, feeds_memory: bool) -> PostgresPruner:
         """The readings retention's batches (`feeds_memory`: this gateway runs the memory)."""

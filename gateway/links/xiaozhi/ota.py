@@ -28,7 +28,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from gateway import __version__
-from gateway.devices.activation import Activations
+from gateway.devices.activation import ActivationStore
 from gateway.links.base import Enrolment
 from gateway.links.http_front import HttpReply, HttpRequest
 from gateway.links.xiaozhi.identity import device_id_of
@@ -52,7 +52,7 @@ def _host(address: str) -> str:
 
 class OtaService:
     def __init__(self, ws_path: str, websocket_url: str = "", enrolment: Enrolment | None = None,
-                 clock: Callable[[], float] = time.time, activations: Activations | None = None) -> None:
+                 clock: Callable[[], float] = time.time, activations: ActivationStore | None = None) -> None:
         self.ws_path = ws_path
         self.websocket_url = websocket_url
         self.enrolment = enrolment  # None: no registry (tests of the protocol): the URL without a token

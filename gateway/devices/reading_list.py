@@ -1,0 +1,31 @@
+"""The stored readings as the console lists and charts them: the interface both stores implement
+(SQLite: `SqliteReadingList` over the devices database, the functions `gateway readings` uses;
+PostgreSQL, shared by several gateways: `PostgresReadingList` in gateway/storage/reading_list.py)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from gateway.devices.database import Database
+from gateway.devices.readings import StoredRow, list_readings, reading_kinds
+
+
+class ReadingList(Protocol):
+    async def recent(self, kind: str | None, limit: int, since: float) -> list[StoredRow]:
+        """The newest `limit` readings (of `kind`, or every kind) measured at or after `since`, newest first."""
+        ...
+
+    async def kinds(self) -> list[tuple[str, str]]:
+        """Every (device id, kind) that has readings stored."""
+        ...
+
+
+class SqliteReadingList:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def recent(self, kind: str | None, limit: int, since: float) -> list[StoredRow]:
+        return await self._db.run(list_readings, None, kind, limit, since)
+
+    async def kinds(self) -> list[tuple[str, str]]:
+        return await self._db.run(reading_kinds)
