@@ -147,11 +147,15 @@ class ClusterRig:
             while self.log(member).count(text) < count:
                 await asyncio.sleep(0.1)
 
-    async def start_boxes(self, count: int, every_s: float = 0.5, prefix: str = "box", broker: str = "a") -> None:
-        """`count` sensor boxes on broker `broker` (the observer listens on broker "a")."""
+    async def observe(self) -> None:
+        """Connect the downlink observer to broker "a" (once)."""
         if not self._observing:
             self._observing = True
             await self.observer.connect("127.0.0.1", self.broker_port)
+
+    async def start_boxes(self, count: int, every_s: float = 0.5, prefix: str = "box", broker: str = "a") -> None:
+        """`count` sensor boxes on broker `broker` (the observer listens on broker "a")."""
+        await self.observe()
         for i in range(count):
             box = ClusterBox(f"{prefix}-{i:02d}", prefix=self.prefix, every_s=every_s)
             self.boxes.append(box)

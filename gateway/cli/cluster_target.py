@@ -5,7 +5,8 @@ cluster, on the external broker `broker_port` on 127.0.0.1, MQTT 5, `storage: po
 DSN from $GATEWAY_PG_DSN), on the fake voice engines so it starts in a second; no WebSocket,
 CoAP, screens or memory. CONFIG_JSON: `id` (the member id), `broker_port`, `folder` (its own
 files), optional `cluster` overrides (heartbeat_s, ...) and `mcp_port` (then it also runs the
-memory and the MCP server on 127.0.0.1:mcp_port, token `mcp_token`). It prints `ready` on stdout once
+memory and the MCP server on 127.0.0.1:mcp_port, token `mcp_token`), `real_models` (true: the
+real VAD, ASR and TTS loaded as `gateway run` loads them, instead of the fake ones). It prints `ready` on stdout once
 connected, logs to stderr, and serves until SIGTERM (a clean leave) or SIGKILL (a crash). The
 cluster tests and `gateway bench-cluster` start three of them as separate processes.
 """
@@ -21,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gateway.app import build_gateway
+from gateway.app import build_gateway, load_runner
 from gateway.config import parse_config
 from gateway.engines.fake import FakeAsr, FakeTts, FakeVad
 from gateway.engines.runner import EngineRunner
@@ -47,7 +48,11 @@ def member_config(args: dict[str, Any]) -> dict[str, Any]:
 
 async def _serve(args: dict[str, Any]) -> None:
     cfg = parse_config(member_config(args), CHECKOUT)
-    gateway = build_gateway(cfg, EngineRunner(FakeVad(), FakeAsr(), FakeTts()), lambda line: None)
+    if args.get("real_models"):  # what `gateway run` serves: its models, loaded and warmed up
+        runner = await asyncio.to_thread(load_runner, cfg, lambda line: logging.info("%s", line))
+    else:
+        runner = EngineRunner(FakeVad(), FakeAsr(), FakeTts())
+    gateway = build_gateway(cfg, runner, lambda line: None)
     gateway.links = [link for link in gateway.links if link.name == "mqtt"]  # no WebSocket port either
     ready = asyncio.Event()
     stop = asyncio.Event()

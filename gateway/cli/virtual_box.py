@@ -119,19 +119,29 @@ async def simulate(
             raise SimulateError(f"expected welcome, got {welcome}")
         result.out_rate = welcome.audio_out.sample_rate
         emit({"event": "connected", "session_id": welcome.session_id, "server": welcome.server})
-        done = asyncio.Event()
-        input_end: list[float] = []
-        receiver = asyncio.create_task(_receive(ws, result, emit, done, input_end))
-        try:
-            async with asyncio.timeout(timeout):
-                await _stream(ws, audio, rate, speed, push_to_talk, done, input_end)
-                await done.wait()
-        except TimeoutError:
-            raise SimulateError(f"no complete reply within {timeout:.0f} s") from None
-        except Exception as exc:  # the link went away mid-stream (each transport raises its own kind)
-            raise SimulateError(f"the connection to {url} was lost: {exc}") from None
-        finally:
-            receiver.cancel()
+        await converse(ws, audio, rate, result, speed=speed, push_to_talk=push_to_talk, timeout=timeout,
+                       emit=emit, peer=url)
+    return result
+
+
+async def converse(ws, audio: np.ndarray, rate: int, result: SimResult, *, speed: float = 1.0,
+                   push_to_talk: bool = False, timeout: float = 60.0, emit: Emit = lambda event: None,
+                   peer: str = "the gateway") -> SimResult:
+    """One question on a welcomed connection `ws` (frames, like open_device's): stream `audio`,
+    collect the reply into `result` (its out_rate from the Welcome) until its final ReplyText."""
+    done = asyncio.Event()
+    input_end: list[float] = []
+    receiver = asyncio.create_task(_receive(ws, result, emit, done, input_end))
+    try:
+        async with asyncio.timeout(timeout):
+            await _stream(ws, audio, rate, speed, push_to_talk, done, input_end)
+            await done.wait()
+    except TimeoutError:
+        raise SimulateError(f"no complete reply within {timeout:.0f} s") from None
+    except Exception as exc:  # the link went away mid-stream (each transport raises its own kind)
+        raise SimulateError(f"the connection to {peer} was lost: {exc}") from None
+    finally:
+        receiver.cancel()
     emit({"event": "reply_end", "audio_seconds": round(result.audio_seconds, 3), "aborted": result.aborted})
     return result
 
