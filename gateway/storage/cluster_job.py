@@ -6,8 +6,10 @@ reflection or the readings retention. Each such job runs under a session advisor
 takes it runs the job; the others try again every `retry_s`. The lock goes with its connection: a
 member that dies (or loses the database) frees it, and the next member starts the job (each job
 keeps its progress in the database: the feed's cursor, the days in `job_runs`, the readings'
-ages). The holder checks its connection every `retry_s`; when it is gone the job is cancelled at
-once (another member may already hold the lock). No election code of our own.
+ages). The holder watches its connection (its socket, and a `SELECT 1` every `retry_s`); when it
+is gone the job is cancelled at once (another member may already hold the lock), and it asks
+again only after `2 x retry_s`, so a standing-by member takes the job over. No election code of
+our own.
 
 A member that is frozen (SIGSTOP, a hung VM) or cut off keeps a TCP connection the server
 cannot see is dead. So the lock's session asks the server to close it when it is idle for
@@ -97,17 +99,21 @@ class ClusterJob:
             finally:
                 self.leading = False
                 await conn.close()
+            # lost: ask again only after the others have asked (each every retry_s), so a member
+            # whose connection just failed does not win its lock straight back
+            await asyncio.sleep(2 * self.retry_s)
 
     async def _watch(self, conn: psycopg.AsyncConnection, running: asyncio.Task) -> None:
-        """Returns when the lock's connection is gone (or the job ended by itself)."""
+        """Returns when the lock's connection is gone (or the job ended by itself). Waiting on the
+        connection's socket (`notifies`) sees a session the server ended at once; the `SELECT 1`
+        every `retry_s` finds a connection that died silently (and keeps the session from idling out)."""
         while not running.done():
-            done, _ = await asyncio.wait([running], timeout=self.retry_s)
-            if done:
-                return
             try:
-                async with asyncio.timeout(self.retry_s):
+                async with asyncio.timeout(2 * self.retry_s):
+                    async for _ in conn.notifies(timeout=self.retry_s):
+                        pass
                     await conn.execute("SELECT 1")
-            except (psycopg.Error, TimeoutError) as exc:
+            except (psycopg.Error, OSError, TimeoutError) as exc:
                 log.warning("cluster job: stopped, this gateway no longer %s: its lock's connection is gone (%s)",
                             self.what, _one_line(exc))
                 return
