@@ -6,7 +6,9 @@ DSN from $GATEWAY_PG_DSN), on the fake voice engines so it starts in a second; n
 CoAP, screens or memory. CONFIG_JSON: `id` (the member id), `broker_port`, `folder` (its own
 files), optional `cluster` overrides (heartbeat_s, ...) and `mcp_port` (then it also runs the
 memory and the MCP server on 127.0.0.1:mcp_port, token `mcp_token`), `real_models` (true: the
-real VAD, ASR and TTS loaded as `gateway run` loads them, instead of the fake ones). It prints `ready` on stdout once
+real VAD, ASR and TTS loaded as `gateway run` loads them, instead of the fake ones), `screens_port`
+(the LAN screens on 127.0.0.1:screens_port, plain http, the screen key in `folder`/screens-access-key).
+It prints `ready` on stdout once
 connected, logs to stderr, and serves until SIGTERM (a clean leave) or SIGKILL (a crash). The
 cluster tests and `gateway bench-cluster` start three of them as separate processes.
 """
@@ -40,7 +42,10 @@ def member_config(args: dict[str, Any]) -> dict[str, Any]:
         "storage": "postgres",
         "devices": {"database": str(folder / "gateway.db"), "max_readings_per_minute": 0,
                     "max_readings_per_minute_per_peer": 0},
-        "coap": {"enabled": False}, "screens": {"enabled": False}, "xiaozhi": {"enabled": False},
+        "coap": {"enabled": False}, "xiaozhi": {"enabled": False},
+        "screens": {"enabled": "screens_port" in args, "host": "127.0.0.1", "port": int(args.get("screens_port", 0)),
+                    "tls": False, "access_key": str(folder / "screens-access-key")},
+        "console": {"enabled": False},
         "memory": {"enabled": "mcp_port" in args, "path": str(folder / "memory.db")},
         **({"mcp": mcp} if "mcp_port" in args else {}),
     }
@@ -53,7 +58,7 @@ async def _serve(args: dict[str, Any]) -> None:
     else:
         runner = EngineRunner(FakeVad(), FakeAsr(), FakeTts())
     gateway = build_gateway(cfg, runner, lambda line: None)
-    gateway.links = [link for link in gateway.links if link.name == "mqtt"]  # no WebSocket port either
+    gateway.links = [link for link in gateway.links if link.name in ("mqtt", "screens")]  # no WebSocket port
     ready = asyncio.Event()
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)

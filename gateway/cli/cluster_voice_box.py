@@ -13,6 +13,7 @@ import asyncio
 import numpy as np
 
 from firmware_protocol import AudioFormat, Capability, Error, Hello, Welcome, decode, encode
+from gateway.audio.pcm import resample
 from gateway.cli.virtual_box import SimResult, converse
 from gateway.links.device_side import FramedDevice
 from gateway.links.mqtt_device import MqttDevice
@@ -48,9 +49,10 @@ class ClusterVoiceBox:
                     await self.frames.send(self._hello())
 
     async def ask(self, audio: np.ndarray, rate: int, timeout: float, speed: float = 1.0) -> SimResult:
-        """Stream a question (float32 mono at `rate`), then silence, until the reply's final text."""
+        """Stream a question (float32 mono at `rate`, sent at the box's 16 kHz), then silence, until
+        the reply's final text."""
         result = SimResult(out_rate=self.out_rate)
-        return await converse(self.frames, audio, rate, result, speed=speed, timeout=timeout,
+        return await converse(self.frames, resample(audio, rate, RATE), RATE, result, speed=speed, timeout=timeout,
                               peer=f"the cluster for {self.device_id}")
 
     async def close(self) -> None:

@@ -16,6 +16,9 @@ and open or end device sessions. The node decides:
   database, so a gateway that cannot prove its lease stays silent;
 - a device that moved to another member, or went offline, is unsubscribed, its session ended and
   its lease released; `leave` (a clean stop) deletes the member record and releases every lease.
+
+`share_events` publishes this member's turn events for the other members' screens and puts
+theirs on this gateway's bus (gateway/cluster/events.py).
 """
 
 from __future__ import annotations
@@ -27,10 +30,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from gateway.bus import EventBus
 from gateway.cluster.directory import DeviceDirectory, DeviceEntry, Served
+from gateway.cluster.events import ClusterEvents
 from gateway.cluster.leases import LeaseStoreDown, PgLeases
 from gateway.cluster.members import MemberList, MemberRecord
 from gateway.cluster.rendezvous import owner
+from gateway.screens.hub import TURN_EVENTS
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +48,8 @@ OUTAGE_LOG_S = 10.0  # "PostgreSQL unreachable" at most once per this interval
 class ClusterPort(Protocol):
     """What the node needs of the MQTT link (gateway/links/mqtt_cluster.py)."""
 
-    def publish(self, topic: str, payload: bytes, *, retain: bool = False, expiry_s: int | None = None) -> None: ...
+    def publish(self, topic: str, payload: bytes, *, retain: bool = False, expiry_s: int | None = None,
+                qos: int = 1) -> None: ...
 
     def subscribe(self, topic: str) -> None: ...
 
@@ -77,6 +84,8 @@ class ClusterNode:
         self.margin_s = min(0.5, lease_ttl_s / 6)  # downlinks in flight when a lease runs out
         self.members = MemberList(me, member_timeout_s, clock)
         self.directory = DeviceDirectory()
+        self.events = ClusterEvents(me, prefix)
+        self._bus: EventBus | None = None  # where the other members' turn events go (share_events)
         self.record = MemberRecord(me, time.time(), capacity)
         self._clock = clock
         self.owned: set[str] = set()  # online devices this gateway owns by the member list (subscribed)
@@ -113,6 +122,7 @@ class ClusterNode:
         port.subscribe(f"{self.prefix}/$cluster/members/+")
         port.subscribe(f"{self.prefix}/$cluster/devices/+")
         port.subscribe(f"{self.prefix}/+/status")
+        port.subscribe(self.events.topic_filter)
         for device_id in sorted(self.owned):
             port.subscribe(self.up_topic(device_id))
         self._heartbeat()
@@ -132,6 +142,8 @@ class ClusterNode:
                 self._recompute()
         elif kind == "devices":
             self.directory.heard(name, payload)
+        elif kind == "events" and self._bus is not None:
+            self.events.incoming(name, payload, self._bus.publish)
 
     def on_status(self, device_id: str, online: bool) -> None:
         self.directory.status(device_id, online)
@@ -262,6 +274,19 @@ class ClusterNode:
                 self._port.publish(f"{self.prefix}/$cluster/devices/{device_id}",
                                    Served(self.me, epoch, time.time()).encode(), retain=True)
                 self._port.take_over(device_id, epoch)
+
+    async def share_events(self, bus: EventBus) -> None:
+        """This member's turn events to the other members' screens (QoS 0), theirs onto `bus`."""
+        self._bus = bus
+        sub = bus.subscribe(*TURN_EVENTS, name="cluster-events")
+        try:
+            async for event in sub:
+                out = self.events.outgoing(event)  # always: it keeps each device's reply state
+                if out is not None and self._port is not None:
+                    self._port.publish(*out, qos=0)
+        finally:
+            sub.close()
+            self._bus = None
 
     async def leave(self) -> None:
         """A clean stop: the member record deleted and every lease released at once."""

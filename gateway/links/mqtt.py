@@ -298,6 +298,8 @@ class MqttLink:
                                          will=Will(cluster.will_topic, b"") if cluster is not None else None)
                 if cluster is not None:
                     tg.create_task(cluster.run(self.connected), name="cluster")
+                    if services.bus is not None:  # the screens of every member follow every device
+                        tg.create_task(cluster.share_events(services.bus), name="cluster-events")
                 await stay_connected(self._client, self._broker_host(), self.port, "mqtt", ready, self.connected,
                                      self._count_connect, cluster.leave if cluster is not None else None)
 

@@ -2,7 +2,7 @@
 
 `MqttClusterPort` is the node's `ClusterPort` over the MQTT link's client: QoS 1 publishes (the
 member record retained with a message expiry, so a dead member's record does not outlive it on the
-broker), subscriptions of the owned devices' `P/D/up`, and the sessions the link opens or ends.
+broker; the turn events for the screens at QoS 0), subscriptions of the owned devices' `P/D/up`, and the sessions the link opens or ends.
 `lease_properties` tags every downlink with its lease (`lease` = `<gateway>:<epoch>` as an MQTT 5
 user property; devices ignore it, an observer can check that no two gateways answered a device
 under overlapping leases).
@@ -43,12 +43,13 @@ class MqttClusterPort:
         self._link = link
         self._client = client
 
-    def publish(self, topic: str, payload: bytes, *, retain: bool = False, expiry_s: int | None = None) -> None:
+    def publish(self, topic: str, payload: bytes, *, retain: bool = False, expiry_s: int | None = None,
+                qos: int = 1) -> None:
         props = None
         if expiry_s is not None:
             props = Properties(PacketTypes.PUBLISH)
             props.MessageExpiryInterval = expiry_s
-        self._client.publish(topic, payload, 1, retain, properties=props)
+        self._client.publish(topic, payload, qos, retain, properties=props)
 
     def subscribe(self, topic: str) -> None:
         self._client.subscribe(topic, 1)

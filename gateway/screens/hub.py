@@ -6,6 +6,8 @@ sending `{"device": "ID"}`, answered with `{"Topic": "gateway", "Data": {"Key": 
 messages (counted and logged), never slows down a device. The audio of the last `audio_cache`
 sentences is kept in memory as WAV for `GET /audio/<id>.wav`, under random ids (nobody can
 guess the next sentence's URL); the URLs sent to screens end with `audio_query` (the screen key).
+In cluster mode the other members' devices' messages come as `RemoteScreenMessage` on the bus
+(gateway/cluster/events.py) and go to the screens the same way (their sentences without audio).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import logging
 import secrets
 import wave
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 from gateway.bus import EventBus
@@ -30,6 +33,16 @@ from gateway.voice.events import ListenChanged, ReplyEnded, Transcribed
 log = logging.getLogger(__name__)
 
 ALL = "all"
+TURN_EVENTS = (SentenceExpressed, Transcribed, ReplyEnded, ListenChanged, Alert)  # what screens show
+
+
+@dataclass(frozen=True)
+class RemoteScreenMessage:
+    """Bus event, cluster mode: a screens' message of another member's device (gateway/cluster/events.py),
+    fanned out to this gateway's screens like its own."""
+
+    gateway: str
+    message: dict[str, Any]
 
 
 def wav_bytes(pcm: bytes, rate: int) -> bytes:
@@ -65,6 +78,33 @@ class _Screen:
         self.queue.put_nowait(message)
 
 
+class TurnMessages:
+    """The screens' messages of the turn events (gateway/screens/fay.py), keeping per device
+    whether the next sentence starts a reply. Used by the hub and, in cluster mode, by the
+    events shared with the other members (gateway/cluster/events.py)."""
+
+    def __init__(self) -> None:
+        self._fresh: dict[str, bool] = {}  # device -> the next sentence starts a reply
+
+    def of(self, event: object, audio_path: str = "") -> dict[str, Any] | None:
+        """The message for `event` (a SentenceExpressed's audio at `audio_path`), None for others."""
+        if isinstance(event, SentenceExpressed):
+            first = self._fresh.get(event.device_id, True)
+            self._fresh[event.device_id] = False
+            return sentence_message(event.device_id, event.stream_id, event.expression, audio_path, first)
+        if isinstance(event, Transcribed):
+            self._fresh[event.device_id] = True
+            return text_message(event.device_id, "transcript", event.text) if event.text else None
+        if isinstance(event, ReplyEnded):
+            self._fresh[event.device_id] = True
+            return text_message(event.device_id, "reply_end", event.display, is_end=True)
+        if isinstance(event, ListenChanged):  # listen.mode wake / follow-up: asleep, listening, woken
+            return listen_message(event.device_id, event.state, event.word)
+        if isinstance(event, Alert):
+            return alert_message(event.user_id, event.devices, event.text, event.severity, event.at)
+        return None
+
+
 class ScreenHub:
     def __init__(self, audio_cache: int = 64, queue_size: int = 64, audio_query: str = "") -> None:
         self._audio: OrderedDict[str, bytes] = OrderedDict()
@@ -72,7 +112,7 @@ class ScreenHub:
         self._queue_size = queue_size
         self._audio_query = audio_query
         self._screens: set[_Screen] = set()
-        self._fresh: dict[str, bool] = {}  # device -> the next sentence starts a reply
+        self._turns = TurnMessages()
         self.sent = 0
 
     @property
@@ -87,29 +127,21 @@ class ScreenHub:
             screen.offer(message)
 
     def on_event(self, event: object) -> None:
+        if isinstance(event, RemoteScreenMessage):  # cluster mode: another member's device
+            self.publish(event.message)
+            return
+        audio_path = ""
         if isinstance(event, SentenceExpressed):
             number = secrets.token_urlsafe(16)
             self._audio[number] = wav_bytes(event.pcm, event.sample_rate)
             while len(self._audio) > self._audio_cache:
                 self._audio.popitem(last=False)
-            first = self._fresh.get(event.device_id, True)
-            self._fresh[event.device_id] = False
-            self.publish(sentence_message(event.device_id, event.stream_id, event.expression,
-                                          f"/audio/{number}.wav{self._audio_query}", first))
-        elif isinstance(event, Transcribed):
-            self._fresh[event.device_id] = True
-            if event.text:
-                self.publish(text_message(event.device_id, "transcript", event.text))
-        elif isinstance(event, ReplyEnded):
-            self._fresh[event.device_id] = True
-            self.publish(text_message(event.device_id, "reply_end", event.display, is_end=True))
-        elif isinstance(event, ListenChanged):  # listen.mode wake / follow-up: asleep, listening, woken
-            self.publish(listen_message(event.device_id, event.state, event.word))
-        elif isinstance(event, Alert):
-            self.publish(alert_message(event.user_id, event.devices, event.text, event.severity, event.at))
+            audio_path = f"/audio/{number}.wav{self._audio_query}"
+        if (message := self._turns.of(event, audio_path)) is not None:
+            self.publish(message)
 
     async def consume(self, bus: EventBus) -> None:
-        sub = bus.subscribe(SentenceExpressed, Transcribed, ReplyEnded, ListenChanged, Alert, name="screens")
+        sub = bus.subscribe(*TURN_EVENTS, RemoteScreenMessage, name="screens")
         try:
             async for event in sub:
                 self.on_event(event)

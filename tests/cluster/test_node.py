@@ -71,7 +71,7 @@ class Port:
         self.handed: list[tuple[str, str]] = []
         self.published: list[tuple[str, bytes]] = []
 
-    def publish(self, topic, payload, *, retain=False, expiry_s=None):
+    def publish(self, topic, payload, *, retain=False, expiry_s=None, qos=1):
         self.published.append((topic, payload))
 
     def subscribe(self, topic):

@@ -217,8 +217,8 @@ function runScreen(cfg, device, key) {
         let t = 0; const runs = (d.Lips || []).map((l) => { const r = { start: t, dur: l.Time, open: OPEN[l.Lip] || 0 }; t += l.Time; return r; });
         addTimeline(performance.now(), runs);
         showSentence(d.Text, d.Action, d.Sentiment);
-        state.audioUrl = d.HttpValue;
-        new Audio(d.HttpValue).play().catch((err) => { if (err && err.name === "NotAllowedError") soundBlocked(d.HttpValue); });
+        state.audioUrl = d.HttpValue;  // none for a cluster member's device served by another member
+        if (d.HttpValue) new Audio(d.HttpValue).play().catch((err) => { if (err && err.name === "NotAllowedError") soundBlocked(d.HttpValue); });
       }
     };
   };
