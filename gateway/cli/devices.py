@@ -1,7 +1,9 @@
 """`gateway devices add|list|show|remove|pending|activate`, `gateway readings` and `gateway readings prune`.
 
-gateway/cli/main.py registers these with `add_devices_parsers(sub, common)`. They open the SQLite
-database (`devices.database`) directly; that is safe while the gateway runs (WAL mode).
+gateway/cli/main.py registers these with `add_devices_parsers(sub, common)`. On SQLite they open
+the database (`devices.database`) directly; that is safe while the gateway runs (WAL mode). With
+`storage.backend: postgres` the devices actions use the shared registry and activation codes
+(what every gateway of the database serves), `gateway readings prune` the shared readings.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from typing import Any
 
 from firmware_protocol.messages import DEVICE_ID_PATTERN
@@ -17,7 +20,7 @@ from gateway.devices import activation
 from gateway.devices.auth import add_device, get_device, list_devices, remove_device
 from gateway.devices.database import connect
 from gateway.devices.readings import list_readings
-from gateway.devices.retention import DAY_S, count_prunable, describe, prune_readings
+from gateway.devices.retention import DAY_S, PruneResult, count_prunable, describe, prune_readings, prune_with
 
 FIRMWARE_EXAMPLE = """\
 Example firmware settings (keep the token secret; it is shown only now):
@@ -58,35 +61,48 @@ def add_devices_parsers(subparsers: Any, common: argparse.ArgumentParser) -> Non
 
 
 def run_devices(args: argparse.Namespace, cfg: GatewayConfig) -> int:
+    action = args.devices_action
+    if action in ("add", "show", "remove") and not _valid_id(args.device_id):
+        print(f"error: device id {args.device_id!r} must be 1..64 of [A-Za-z0-9._:-]", file=sys.stderr)
+        return 2
+    if action == "activate" and not activation.valid_code(args.code.strip()):
+        print(f"error: {args.code!r} is not an activation code: the box shows and speaks 6 digits", file=sys.stderr)
+        return 2
     if cfg.storage.backend == "postgres":
         return _run_on_postgres(args, cfg)
     conn = connect(cfg.path(cfg.devices.database))
     try:
-        action = args.devices_action
         if action == "list":
-            devices = list_devices(conn)
-            if not devices:
-                print("no devices registered (add one with `gateway devices add DEVICE_ID`)")
-            for d in devices:
-                seen = d.last_seen.isoformat(timespec="seconds") if d.last_seen else "never"
-                print(f"{d.device_id:<24} last seen {seen:<26} {d.name}")
-            return 0
-        if action in ("pending", "activate"):
-            return _run_activation(args, cfg, conn)
-        if not _valid_id(args.device_id):
-            print(f"error: device id {args.device_id!r} must be 1..64 of [A-Za-z0-9._:-]", file=sys.stderr)
-            return 2
+            return _print_list(list_devices(conn))
+        if action == "pending":
+            return _print_pending(activation.list_pending(conn, time.time()), time.time())
+        if action == "activate":
+            code = args.code.strip()
+            return _print_approved(code, activation.approve(conn, code, cfg.xiaozhi.activation_ttl_s, time.time()), cfg)
         if action == "add":
             return _print_added(args, cfg, add_device(conn, args.device_id, args.name))
         if action == "show":
             return _print_device(args.device_id, get_device(conn, args.device_id))
-        if remove_device(conn, args.device_id):
-            print(f"device {args.device_id} removed; it can no longer connect unless open enrolment is on")
-            return 0
-        print(f"error: no device {args.device_id}", file=sys.stderr)
-        return 1
+        return _print_removed(args.device_id, remove_device(conn, args.device_id))
     finally:
         conn.close()
+
+
+def _print_list(devices: list[Any]) -> int:
+    if not devices:
+        print("no devices registered (add one with `gateway devices add DEVICE_ID`)")
+    for d in devices:
+        seen = d.last_seen.isoformat(timespec="seconds") if d.last_seen else "never"
+        print(f"{d.device_id:<24} last seen {seen:<26} {d.name}")
+    return 0
+
+
+def _print_removed(device_id: str, removed: bool) -> int:
+    if removed:
+        print(f"device {device_id} removed; it can no longer connect unless open enrolment is on")
+        return 0
+    print(f"error: no device {device_id}", file=sys.stderr)
+    return 1
 
 
 def _print_added(args: argparse.Namespace, cfg: GatewayConfig, token: str) -> int:
@@ -110,53 +126,50 @@ def _print_device(device_id: str, d: Any) -> int:
 
 
 def _run_on_postgres(args: argparse.Namespace, cfg: GatewayConfig) -> int:
-    """storage.backend postgres: `devices add` and `devices show` on the shared registry."""
+    """storage.backend postgres: every action on the shared registry (DeviceRegistry) and activation
+    codes (ActivationStore), the ones every gateway of the database serves."""
     import asyncio
     import os
 
     from gateway.app import postgres_backend
 
     action = args.devices_action
-    if action not in ("add", "show"):
-        print(f"error: `gateway devices {action}` is built for SQLite only; with storage.backend postgres "
-              "use `gateway devices add` and `gateway devices show`", file=sys.stderr)
-        return 2
-    if not _valid_id(args.device_id):
-        print(f"error: device id {args.device_id!r} must be 1..64 of [A-Za-z0-9._:-]", file=sys.stderr)
-        return 2
 
-    async def on_registry() -> Any:
+    async def on_backend() -> int:
         backend = postgres_backend(cfg, os.environ)
         await backend.open()  # a ConfigError naming storage.dsn_env when unreachable
         try:
+            registry = backend.devices
+            if action == "list":
+                return _print_list(await registry.list_devices())
+            if action in ("pending", "activate"):
+                codes = backend.activations(cfg.xiaozhi.activation_ttl_s)
+                if action == "pending":
+                    return _print_pending(await codes.pending(), codes.now())
+                code = args.code.strip()
+                return _print_approved(code, await codes.approve(code), cfg)
             if action == "add":
-                return await backend.devices.add_device(args.device_id, args.name)
-            return await backend.devices.get_device(args.device_id)
+                return _print_added(args, cfg, await registry.add_device(args.device_id, args.name))
+            if action == "show":
+                return _print_device(args.device_id, await registry.get_device(args.device_id))
+            return _print_removed(args.device_id, await registry.remove_device(args.device_id))
         finally:
             await backend.close()
 
-    result = asyncio.run(on_registry())
-    return _print_added(args, cfg, result) if action == "add" else _print_device(args.device_id, result)
+    return asyncio.run(on_backend())
 
 
-def _run_activation(args: argparse.Namespace, cfg: GatewayConfig, conn: Any) -> int:
-    import time
+def _print_pending(waiting: list[Any], now: float) -> int:
+    if not waiting:
+        print("no box is waiting for activation (a new xiaozhi box asks for a code at boot when "
+              "devices.open_enrolment is off)")
+    for p in waiting:
+        state = "approved, waiting for the box to ask again" if p.approved else f"expires in {int(p.expires_at - now)} s"
+        print(f"{p.code}  {p.device_id:<24} {p.details}  ({state})")
+    return 0
 
-    now = time.time()
-    if args.devices_action == "pending":
-        waiting = activation.list_pending(conn, now)
-        if not waiting:
-            print("no box is waiting for activation (a new xiaozhi box asks for a code at boot when "
-                  "devices.open_enrolment is off)")
-        for p in waiting:
-            state = "approved, waiting for the box to ask again" if p.approved else f"expires in {int(p.expires_at - now)} s"
-            print(f"{p.code}  {p.device_id:<24} {p.details}  ({state})")
-        return 0
-    code = args.code.strip()
-    if not activation.valid_code(code):
-        print(f"error: {args.code!r} is not an activation code: the box shows and speaks 6 digits", file=sys.stderr)
-        return 2
-    approved = activation.approve(conn, code, cfg.xiaozhi.activation_ttl_s, now)
+
+def _print_approved(code: str, approved: Any, cfg: GatewayConfig) -> int:
     if approved is None:
         print(f"error: no box is waiting with code {code}: it is wrong or expired (codes last "
               f"{cfg.xiaozhi.activation_ttl_s} s; a box that asks again gets a new one). "
@@ -199,13 +212,35 @@ def run_prune(args: argparse.Namespace, cfg: GatewayConfig) -> int:
         print("error: nothing to prune: devices.readings_retention_days is 0 (keep forever); "
               "pass --older-than DAYS (more than 0)", file=sys.stderr)
         return 2
-    import time
-
-    conn = connect(cfg.path(cfg.devices.database))
-    try:  # safe while the gateway runs: WAL, and each batch is one short transaction
-        cutoff = time.time() - days * DAY_S
-        result = count_prunable(conn, cutoff) if args.dry_run else prune_readings(conn, cutoff)
-    finally:
-        conn.close()
+    cutoff = time.time() - days * DAY_S
+    if cfg.storage.backend == "postgres":
+        result = _prune_on_postgres(cfg, cutoff, args.dry_run)
+    else:
+        conn = connect(cfg.path(cfg.devices.database))
+        try:  # safe while the gateway runs: WAL, and each batch is one short transaction
+            result = count_prunable(conn, cutoff) if args.dry_run else prune_readings(conn, cutoff)
+        finally:
+            conn.close()
     print(describe(result, dry_run=args.dry_run))
     return 0
+
+
+def _prune_on_postgres(cfg: GatewayConfig, cutoff: float, dry_run: bool) -> PruneResult:
+    """The shared readings, in the retention's batches: never what the memory's feed has not consumed."""
+    import asyncio
+    import os
+
+    from gateway.app import postgres_backend
+
+    async def on_backend() -> PruneResult:
+        backend = postgres_backend(cfg, os.environ)
+        await backend.open()
+        try:
+            pruner = backend.pruner(feeds_memory=cfg.memory.enabled)
+            if dry_run:
+                return await pruner.count(cutoff)
+            return await prune_with(pruner, cutoff)
+        finally:
+            await backend.close()
+
+    return asyncio.run(on_backend())
