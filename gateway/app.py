@@ -121,8 +121,8 @@ class Gateway:
             log.warning("devices.open_enrolment is on: unregistered devices may connect (fine on a trusted LAN)")
         store = pg.readings if pg is not None else SqliteReadingStore(self.db)
         self.readings = ReadingService(store, self.bus, per_minute=self.cfg.devices.max_readings_per_minute)
-        self.auth = Authenticator(pg.devices if pg is not None else SqliteDeviceRegistry(self.db),
-                                  self.cfg.devices.open_enrolment)
+        device_registry = pg.devices if pg is not None else SqliteDeviceRegistry(self.db)
+        self.auth = Authenticator(device_registry, self.cfg.devices.open_enrolment)
         days = self.cfg.devices.readings_retention_days  # 0: keep readings forever
         # on PostgreSQL the readings of every gateway: pruned by one of them at a time (serve)
         pruner = pg.pruner(feeds_memory=self.memory is not None) if pg is not None else SqlitePruner(self.db)
@@ -130,7 +130,7 @@ class Gateway:
         # What each link may take when served: the LAN screens follow the bus, the embedded MQTT
         # broker checks device logins against the registry, xiaozhi boxes enrol through it.
         self.log_tail = LogTail()  # the console's health page shows the last log lines (attached by serve)
-        console = self.console = build_console(self.cfg, self.db, self.registry, self.memory, self.log_tail, self.people,
+        console = self.console = build_console(self.cfg, device_registry, self.registry, self.memory, self.log_tail, self.people,
                                                self.bus, activations=activations, people_store=self.people_store,
                                                readings=reading_list)
         self.link_services = LinkServices(bus=self.bus, check_credentials=self.auth.check_credentials,

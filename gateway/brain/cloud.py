@@ -194,6 +194,7 @@ class CloudSession(BrainSession):
         messages, kept = await brain._messages(utterance, device_id) if local is None else ([], [])
         turn = self._last = history.start(utterance)
         history.add_tools(turn, kept)
+        brain._saved(device_id, turn)  # in the shared store from its start, in the RAM history's order
         if ctx.reports_playback:
             self._unplayed = turn
         said: list[str] = []

@@ -2,8 +2,8 @@
 store (PostgreSQL: gateway/storage/history.py), and `HistorySync`, which writes to it in order.
 
 Without a store (the single box, `storage.backend: sqlite`) the history stays in the gateway's
-RAM only, as before. With one, the brain saves each turn when its reply ends (and again when
-`spoken()` corrects it to what was played), forgets a withdrawn one, and reads the person's turns
+RAM only, as before. With one, the brain saves each turn when it starts and when its reply ends
+(and again when `spoken()` corrects it to what was played), forgets a withdrawn one, and reads the person's turns
 back before each new turn, so a conversation continues on another gateway after a failover.
 The writes are queued (the brain's `spoken()` is synchronous) and run one after the other; a read
 waits for this gateway's queued writes first. A failing store is logged and the RAM history used.

@@ -1,7 +1,6 @@
-"""Console API for devices, over the registry database (gateway/devices/auth.py: the functions
-`gateway devices ...` uses), the activation codes and the console's device -> person mapping (an
-ActivationStore and a PeopleStore: the devices database, or PostgreSQL shared by several
-gateways) and the live sessions (SessionRegistry).
+"""Console API for devices, over the device registry, the activation codes and the console's
+device -> person mapping (a DeviceRegistry, an ActivationStore and a PeopleStore: the devices
+database, or PostgreSQL shared by several gateways) and the live sessions (SessionRegistry).
 
     GET  devices           {"connected": [...], "registered": [...], "pending": [...]}
     POST devices/add       {"device_id", "name"} -> its token (shown once) and firmware settings
@@ -27,9 +26,8 @@ from typing import Any
 from firmware_protocol import AudioFormat
 from firmware_protocol.messages import DEVICE_ID_PATTERN
 from gateway.devices import activation
-from gateway.devices.auth import add_device, list_devices, remove_device, rename_device
 from gateway.devices.activation import ActivationStore
-from gateway.devices.database import Database
+from gateway.devices.device_registry import DeviceRegistry
 from gateway.devices.people import PeopleStore
 from gateway.devices.registry import SessionRegistry
 from gateway.console.routes import ApiError, ApiRequest, Routes, text_field
@@ -67,9 +65,9 @@ def _format(f: AudioFormat) -> str:
 
 
 class DevicesApi:
-    def __init__(self, db: Database, registry: SessionRegistry, settings: DeviceSettings,
+    def __init__(self, devices: DeviceRegistry, registry: SessionRegistry, settings: DeviceSettings,
                  activations: ActivationStore, people_store: PeopleStore, clock: Callable[[], float] = time.time) -> None:
-        self._db = db
+        self._devices = devices
         self._activations = activations
         self._people_store = people_store
         self._registry = registry
@@ -90,7 +88,7 @@ class DevicesApi:
 
     async def list(self, request: ApiRequest) -> dict[str, Any]:
         now = self._clock()
-        registered = await self._db.run(list_devices)
+        registered = await self._devices.list_devices()
         pending = await self._activations.pending()
         known = {d.device_id for d in registered}
         connected = []
@@ -124,7 +122,7 @@ class DevicesApi:
     async def add(self, request: ApiRequest) -> dict[str, Any]:
         device_id = self._device_id(request.body)
         name = text_field(request.body, "name", max_len=100, required=False)
-        token = await self._db.run(add_device, device_id, name)
+        token = await self._devices.add_device(device_id, name)
         log.info("%s: device %s registered (a new token issued)", request.peer, device_id)
         s = self._settings
         # the address the console was opened on is one the LAN reaches the gateway at
@@ -135,7 +133,7 @@ class DevicesApi:
 
     async def remove(self, request: ApiRequest) -> dict[str, Any]:
         device_id = self._device_id(request.body)
-        if not await self._db.run(remove_device, device_id):
+        if not await self._devices.remove_device(device_id):
             raise ApiError(404, f"no device {device_id} is registered", "device_id")
         log.info("%s: device %s removed", request.peer, device_id)
         return {"removed": device_id}
@@ -143,7 +141,7 @@ class DevicesApi:
     async def rename(self, request: ApiRequest) -> dict[str, Any]:
         device_id = self._device_id(request.body)
         name = text_field(request.body, "name", max_len=100, required=False)
-        if not await self._db.run(rename_device, device_id, name):
+        if not await self._devices.rename_device(device_id, name):
             raise ApiError(404, f"no device {device_id} is registered", "device_id")
         log.info("%s: device %s renamed to %r", request.peer, device_id, name)
         return {"device_id": device_id, "name": name}

@@ -22,7 +22,7 @@ from gateway.console.talk_log import TalkLog
 from gateway.console.sessions import Sessions, store_beside
 from gateway.console.throttle import LoginThrottle
 from gateway.devices.activation import ActivationStore
-from gateway.devices.database import Database
+from gateway.devices.device_registry import DeviceRegistry
 from gateway.devices.people import PeopleStore
 from gateway.devices.reading_list import ReadingList
 from gateway.devices.device_actions import DeviceActions
@@ -49,15 +49,15 @@ def _ports(cfg: GatewayConfig) -> list[Port]:
     return ports
 
 
-def build_console(cfg: GatewayConfig, db: Database, registry: SessionRegistry, memory: MemoryService | None,
+def build_console(cfg: GatewayConfig, devices: DeviceRegistry, registry: SessionRegistry, memory: MemoryService | None,
                   log_tail: LogTail, people: DevicePeople, bus: EventBus, *, activations: ActivationStore,
                   people_store: PeopleStore, readings: ReadingList) -> ConsoleServer | None:
     """The console (None when console.enabled or screens.enabled is off). Until an admin password
     is set (`gateway console password`, or `gateway run` makes one) every login is refused.
     `people`: the gateway's live device -> person mapping, which the Devices page changes (and
     stores in `people_store`). `bus`: the turn events the Talk page shows live (read by the
-    console's `run`, Gateway.serve runs it). `activations`, `readings`: the stores the Devices and
-    Readings pages read (SQLite's, or PostgreSQL's with storage.backend postgres)."""
+    console's `run`, Gateway.serve runs it). `devices`, `activations`, `readings`: the stores the
+    Devices and Readings pages use (SQLite's, or PostgreSQL's with storage.backend postgres)."""
     c = cfg.console
     if not c.enabled or not cfg.screens.enabled:
         return None
@@ -73,7 +73,7 @@ def build_console(cfg: GatewayConfig, db: Database, registry: SessionRegistry, m
                               cfg.xiaozhi.activation_ttl_s, person_of, people)
     models = {"asr": f"{cfg.asr.engine} {cfg.asr.model}", "tts": f"{cfg.tts.engine} {cfg.tts.voice}",
               "memory": m.embedding if m.enabled else "off"}
-    routes = {**DevicesApi(db, registry, settings, activations, people_store).routes(),
+    routes = {**DevicesApi(devices, registry, settings, activations, people_store).routes(),
               **ReadingsApi(readings, person_of, rules_of, people).routes(),
               **HealthApi(registry, _ports(cfg), models, log_tail, partial(checks_without_engines, cfg)).routes(), **MemoryApi(memory, people).routes(),
               **RulesApi(RuleBook(memory) if memory is not None else None).routes(), **ProfileApi(memory).routes(),

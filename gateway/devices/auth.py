@@ -119,6 +119,9 @@ class SqliteDeviceRegistry:
     async def remove_device(self, device_id: str) -> bool:
         return await self._db.run(remove_device, device_id)
 
+    async def rename_device(self, device_id: str, name: str) -> bool:
+        return await self._db.run(rename_device, device_id, name)
+
     async def broker_logins(self) -> list[tuple[str, str | None]]:
         return await self._db.run(broker_logins)
 

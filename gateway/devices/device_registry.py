@@ -29,6 +29,10 @@ class DeviceRegistry(Protocol):
         """Unregister it (its token no longer works); False when no such device is registered."""
         ...
 
+    async def rename_device(self, device_id: str, name: str) -> bool:
+        """Change its note for people; False when no such device is registered."""
+        ...
+
     async def broker_logins(self) -> list[tuple[str, str | None]]:
         """(device id, mosquitto password hash or None), by id."""
         ...

@@ -70,6 +70,11 @@ class PostgresDeviceRegistry:
             done = await conn.execute("DELETE FROM devices WHERE device_id = %s", (device_id,))
             return done.rowcount == 1
 
+    async def rename_device(self, device_id: str, name: str) -> bool:
+        async with self._pool.connection() as conn:
+            done = await conn.execute("UPDATE devices SET name = %s WHERE device_id = %s", (name, device_id))
+            return done.rowcount == 1
+
     async def broker_logins(self) -> list[tuple[str, str | None]]:
         async with self._pool.connection() as conn:
             return await (await conn.execute("SELECT device_id, broker_hash FROM devices ORDER BY device_id")).fetchall()

@@ -225,3 +225,51 @@ async def test_a_reading_stored_through_one_gateway_is_listed_charted_and_export
     assert [r[2:7] for r in rows[1:]] == [["bp-1", "device.bp-1", "blood_pressure", "systolic", "151.0"],
                                           ["bp-1", "device.bp-1", "blood_pressure", "diastolic", "95.0"]]
 
+
+
+async def _hello(member: Member, device_id: str, token: str) -> bool:
+    async with connect(member.http.replace("http://", "ws://") + member.gateway.cfg.server.websocket_path) as ws:
+        await ws.send(encode(Hello(device_id=device_id, token=token)))
+        return isinstance(decode(await asyncio.wait_for(ws.recv(), 10)), Welcome)
+
+
+async def test_a_device_added_on_one_console_is_listed_renamed_and_removed_on_the_other(pair) -> None:
+    a, b, _ = pair
+    admin_a, admin_b = await a.admin(), await b.admin()
+    added = await admin_a.request("POST", "/console/api/devices/add", {"device_id": "hall-box", "name": "hall"})
+    assert added.status == 200
+    token = added.json()["token"]
+    assert await _hello(b, "hall-box", token)  # registered through a, welcomed by b
+    listed = (await admin_b.request("GET", "/console/api/devices")).json()["registered"]
+    assert [(d["device_id"], d["name"]) for d in listed] == [("hall-box", "hall")] and listed[0]["last_seen"]
+    assert (await admin_b.request("POST", "/console/api/devices/rename", {"device_id": "hall-box", "name": "porch"})).status == 200
+    assert [d["name"] for d in (await admin_a.request("GET", "/console/api/devices")).json()["registered"]] == ["porch"]
+    assert (await admin_a.request("POST", "/console/api/devices/remove", {"device_id": "hall-box"})).status == 200
+    assert not await _hello(b, "hall-box", token)  # removed through a: b refuses it
+    assert (await admin_b.request("POST", "/console/api/devices/remove", {"device_id": "hall-box"})).status == 404
+
+
+async def test_with_postgres_down_a_turn_goes_on_with_the_gateways_own_history_and_says_why(
+        tmp_path: Path, fake_runner, monkeypatch, postgres_dsn, postgres_server, caplog) -> None:
+    monkeypatch.setenv("GATEWAY_PG_DSN", postgres_dsn)
+    async with ScriptedLlm([Script([f"Reply {i}."]) for i in range(4)]) as llm:
+        a, task = await _start(tmp_path / "a", "postgres", llm.url, fake_runner)
+        try:
+            await a.ask("kitchen", "my favourite colour is teal")
+            await a.gateway.brain.drain()
+            postgres_server.stop("immediate")
+            try:
+                with caplog.at_level("WARNING", logger="gateway.brain"):
+                    assert await a.ask("kitchen", "what is my favourite colour") == ["Reply 1."]
+                    await a.gateway.brain.drain()
+            finally:
+                postgres_server.start()
+            assert _dialogue(llm.requests[1])[:2] == [("user", "my favourite colour is teal"), ("assistant", "Reply 0.")]
+            said = caplog.text
+            assert "the shared history of device:kitchen not read" in said and "this gateway's own is used" in said
+            assert "turn of device:kitchen not saved" in said
+            assert await a.ask("kitchen", "and now") == ["Reply 2."]  # PostgreSQL back: its history again
+            assert _dialogue(llm.requests[2])[:2] == [("user", "my favourite colour is teal"), ("assistant", "Reply 0.")]
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
