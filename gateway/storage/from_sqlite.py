@@ -1,7 +1,8 @@
 """`gateway storage migrate --from sqlite --to postgres`: an existing box's data into PostgreSQL.
 
 Copies, from the devices database (`devices.database`): devices and their tokens, readings (ids
-kept, so the memory's feed cursor stays valid), the retention's pruned seqs; from the memory
+kept, so the memory's feed cursor stays valid), the retention's pruned seqs, the console's device
+-> person mapping and the activation codes boxes wait with; from the memory
 database (`memory.path`): nodes with their tags and embeddings (float32 -> halfvec), profiles,
 meta (the embedding model's name) and the feed cursors. Conversation history lives in the
 gateway's RAM only (gateway/brain/history.py): there is none to move.
@@ -44,6 +45,9 @@ TABLES = (
     Table("readings", ("id", "device_id", "seq", "kind", "measured_at", "received_at", "clock", '"values"'), ("id",),
           "devices", identity=True),
     Table("readings_pruned", ("device_id", "max_seq", "pruned", "last_pruned_at"), ("device_id",), "devices"),
+    Table("device_people", ("device_id", "person", "updated_at"), ("device_id",), "devices"),
+    Table("activations", ("device_id", "code", "challenge", "details", "created_at", "expires_at", "approved_at"),
+          ("device_id",), "devices"),
     Table("nodes", ("id", "user_id", "type", "content", "importance", "ts", "created", "last_retrieved",
                     "pointer_ids", "tags", "embedding"), ("id",), "memory", identity=True),
     Table("node_tags", ("tag", "node_id"), ("tag", "node_id"), "memory"),
