@@ -95,7 +95,7 @@ class Database:
         self.path = path
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite")
         self._conn = self._executor.submit(connect, path).result()
-        self._group: list[tuple[Callable[..., Any], tuple[object, ...], asyncio.Future[Any]]] = []
+        self._group: list[tuple[Callable[..., Any], tuple[object, ...], bool, asyncio.Future[Any]]] = []
         self._committing = False  # a grouped transaction is on the database thread
         self.group_commits = 0  # grouped transactions committed (the calls they held: grouped_calls)
         self.grouped_calls = 0
@@ -105,21 +105,24 @@ class Database:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, fn, self._conn, *args)
 
-    async def run_grouped(self, fn: Callable[..., T], *args: object) -> T:
+    async def run_grouped(self, fn: Callable[..., T], *args: object, one_write: bool = False) -> T:
         """Run `fn(conn, *args)` on the database thread in one transaction with the other grouped
         calls queued meanwhile (each in a savepoint: a call that raises is rolled back alone and
-        raises here); returns once that transaction is committed. `fn` must not commit itself."""
+        raises here); returns once that transaction is committed. `fn` must not commit itself.
+        `one_write`: `fn` writes with one statement at most, which SQLite undoes alone when it
+        fails, so it needs no savepoint of its own."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[T] = loop.create_future()
-        self._group.append((fn, args, done))
-        if not self._committing:
-            self._commit_group(loop)
+        self._group.append((fn, args, one_write, done))
+        if not self._committing:  # started at the end of this loop pass: the calls made in the
+            self._committing = True  # same pass (a batch of MQTT readings) share the transaction
+            loop.call_soon(self._commit_group, loop)
         return await done
 
     def _commit_group(self, loop: asyncio.AbstractEventLoop) -> None:
         group, self._group = self._group, []
         self._committing = True
-        calls = [(fn, args) for fn, args, _ in group]
+        calls = [(fn, args, one_write) for fn, args, one_write, _ in group]
         committed = loop.run_in_executor(self._executor, _in_one_transaction, self._conn, calls)
 
         def settle(committed: asyncio.Future[list[tuple[bool, Any]]]) -> None:
@@ -127,7 +130,7 @@ class Database:
             self.group_commits += 1
             self.grouped_calls += len(group)
             failed = committed.exception()
-            for i, (_, _, done) in enumerate(group):
+            for i, (_, _, _, done) in enumerate(group):
                 if done.done():  # its caller was cancelled
                     continue
                 if failed is not None:
@@ -146,13 +149,21 @@ class Database:
         self._executor.shutdown(wait=True)
 
 
-def _in_one_transaction(conn: sqlite3.Connection, calls: list[tuple[Callable[..., Any], tuple[object, ...]]]
+def _in_one_transaction(conn: sqlite3.Connection, calls: list[tuple[Callable[..., Any], tuple[object, ...], bool]]
                         ) -> list[tuple[bool, Any]]:
     """(True, result) or (False, the exception) per call, all committed together."""
     outcomes: list[tuple[bool, Any]] = []
     conn.execute("BEGIN IMMEDIATE")
     try:
-        for fn, args in calls:
+        for fn, args, one_write in calls:
+            if one_write:  # its one statement is undone alone by SQLite when it fails
+                try:
+                    outcomes.append((True, fn(conn, *args)))
+                except Exception as exc:
+                    if not conn.in_transaction:  # SQLite ended the transaction (disk full, I/O error)
+                        raise
+                    outcomes.append((False, exc))
+                continue
             conn.execute("SAVEPOINT grouped_call")
             try:
                 outcomes.append((True, fn(conn, *args)))

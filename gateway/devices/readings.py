@@ -63,22 +63,24 @@ def insert_reading(
     conn: sqlite3.Connection, device_id: str, msg: SensorReading, received_at: float
 ) -> tuple[int, bool]:
     """Store one reading; returns (row id, True) or, for a known device + seq, (its id, False);
-    (0, False) for a seq the retention already pruned."""
+    (0, False) for a seq the retention already pruned. One statement writes (the insert), so a
+    failing call leaves nothing behind (`Database.run_grouped(..., one_write=True)`)."""
     measured_at, clock = (float(msg.measured_at), "device") if msg.measured_at else (received_at, "gateway")
-    pruned = conn.execute("SELECT max_seq FROM readings_pruned WHERE device_id = ?", (device_id,)).fetchone()
-    if pruned is not None and msg.seq <= pruned[0]:
-        row = conn.execute("SELECT id FROM readings WHERE device_id = ? AND seq = ?", (device_id, msg.seq)).fetchone()
-        if row is None:  # stored once, then removed by the retention: still a duplicate (retention.py)
-            return 0, False
     values = json.dumps([[name, unit, value] for name, unit, value in msg.values], ensure_ascii=False)
+    # The common case, a new reading, in one statement: inserted unless the device + seq is
+    # stored already (the unique key) or at or below the seq the retention pruned up to.
     cur = conn.execute(
         'INSERT INTO readings (device_id, seq, kind, measured_at, received_at, clock, "values")'
-        " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (device_id, seq) DO NOTHING",
-        (device_id, msg.seq, msg.kind, measured_at, received_at, clock, values),
+        " SELECT ?, ?, ?, ?, ?, ?, ?"
+        " WHERE NOT EXISTS (SELECT 1 FROM readings_pruned WHERE device_id = ? AND max_seq >= ?)"
+        " ON CONFLICT (device_id, seq) DO NOTHING",
+        (device_id, msg.seq, msg.kind, measured_at, received_at, clock, values, device_id, msg.seq),
     )
     if cur.rowcount == 1:
         return int(cur.lastrowid or 0), True
     row = conn.execute("SELECT id FROM readings WHERE device_id = ? AND seq = ?", (device_id, msg.seq)).fetchone()
+    if row is None:  # stored once, then removed by the retention: still a duplicate (retention.py)
+        return 0, False
     return int(row[0]), False
 
 
@@ -122,7 +124,8 @@ class SqliteReadingStore:
 
     async def insert(self, device_id: str, msg: SensorReading, received_at: float) -> tuple[int, bool]:
         try:
-            return await self._db.run_grouped(insert_reading, device_id, msg, received_at)  # shares a commit
+            return await self._db.run_grouped(insert_reading, device_id, msg, received_at,  # shares a commit
+                                               one_write=True)
         except sqlite3.Error as exc:
             raise StorageFailed(f"database error: {exc}") from exc
 

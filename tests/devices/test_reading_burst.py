@@ -28,11 +28,13 @@ def _put(conn: sqlite3.Connection, key: str) -> int:
     return int(cur.lastrowid or 0)
 
 
-async def test_grouped_writes_share_commits_and_one_that_fails_is_undone_alone(tmp_path):
+@pytest.mark.parametrize("one_write", [False, True], ids=["savepoint", "one-statement"])
+async def test_grouped_writes_share_commits_and_one_that_fails_is_undone_alone(tmp_path, one_write):
     db = Database(tmp_path / "g.db")
     try:
         keys = [f"dev-{i}" for i in range(40)] + ["dev-3"]  # the last one breaks the primary key
-        results = await asyncio.gather(*(db.run_grouped(_put, key) for key in keys), return_exceptions=True)
+        results = await asyncio.gather(*(db.run_grouped(_put, key, one_write=one_write) for key in keys),
+                                       return_exceptions=True)
         assert all(isinstance(r, int) for r in results[:40])
         assert isinstance(results[40], sqlite3.IntegrityError)
         assert db.grouped_calls == 41 and db.group_commits < 41  # the calls queued meanwhile shared one
