@@ -217,17 +217,26 @@ class Gateway:
         alerts = self.bus.subscribe(Alert, name="memory-alerts")
         devices = GatewayDevices(self.registry, self.device_tools, self.cluster)
         m = self.cfg.memory
-        runs = self.postgres.run_log if self.postgres is not None else None  # None: in RAM (one gateway)
-        rules = RuleEngine(memory, self.bus.publish, lambda user: tuple(d for d, u in self.people.items() if u == user),
-                           runs=runs)
+        pg = self.postgres
+        runs = pg.run_log if pg is not None else None  # None: in RAM (one gateway)
+        # on PostgreSQL the alerts go to every member (NOTIFY), each says them on its own devices
+        relay = pg.alert_relay if pg is not None else None
+        rules = RuleEngine(memory, relay.publish if relay is not None else self.bus.publish,
+                           lambda user: tuple(d for d, u in self.people.items() if u == user), runs=runs)
         scheduler = MemoryScheduler(memory, rules, reflection_time=m.reflection_time, portrait_time=m.portrait_time,
                                     runs=runs)
         source = self.postgres.reading_log if self.postgres is not None else ReadingLog(self.db)
         self.reading_feed = ReadingFeed(memory, source, rules, on_remembered=self.bus.publish)
 
         try:
-            await install_rules(memory, m.rules)
+            if pg is None:
+                await install_rules(memory, m.rules)
+            else:
+                async with pg.installing_rules():  # members starting together: written once
+                    await install_rules(memory, m.rules)
             async with asyncio.TaskGroup() as tg:
+                if relay is not None:
+                    tg.create_task(relay.run(self.bus.publish), name="memory-alert-relay")
                 if self.postgres is None:
                     tg.create_task(self.reading_feed.run(wake), name="memory-readings")
                     tg.create_task(scheduler.run(), name="memory-scheduler")

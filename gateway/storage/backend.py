@@ -14,6 +14,7 @@ per service thread, gateway/storage/memory_store.py). When the database cannot b
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 
 import psycopg
@@ -24,7 +25,8 @@ from gateway.errors import ConfigError
 from gateway.storage.devices import PostgresDeviceRegistry
 from gateway.storage.job_runs import PostgresRunLog
 from gateway.storage.activations import PostgresActivations
-from gateway.storage.cluster_job import FEED, MEMORY_SCHEDULE, RETENTION, ClusterJob
+from gateway.storage.alert_relay import AlertRelay
+from gateway.storage.cluster_job import FEED, INSTALL_RULES, MEMORY_SCHEDULE, RETENTION, ClusterJob, exclusively
 from gateway.storage.history import PostgresHistoryStore
 from gateway.storage.memory_store import PostgresMemoryStore
 from gateway.storage.pool import migrate_dsn, new_pool
@@ -57,10 +59,15 @@ class PostgresBackend:
         self.retention_job = ClusterJob(dsn, RETENTION, "prunes old readings (devices.readings_retention_days)",
                                         timeout)
         self.run_log = PostgresRunLog(self.pool)  # the days the memory's daily jobs have run, cluster-wide
+        self.alert_relay = AlertRelay(dsn, self.pool, timeout)  # alerts to every member's devices and screens
 
     def activations(self, ttl_s: float) -> PostgresActivations:
         """The xiaozhi activation codes (xiaozhi.activation_ttl_s)."""
         return PostgresActivations(self.pool, ttl_s)
+
+    def installing_rules(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Held while this member writes `memory.rules` (members starting together write them once)."""
+        return exclusively(self._dsn, INSTALL_RULES, self._storage.connect_timeout_s)
 
     def pruner(self, feeds_memory: bool) -> PostgresPruner:
         """The readings retention's batches (`feeds_memory`: this gateway runs the memory)."""

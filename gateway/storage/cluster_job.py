@@ -21,8 +21,9 @@ about `3 x retry_s`, and a holder that wakes finds its connection gone and stops
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import psycopg
 
@@ -33,10 +34,21 @@ log = logging.getLogger(__name__)
 FEED = 0x6665_6564  # "feed": the readings -> memory feed and its alert rules
 MEMORY_SCHEDULE = 0x6d65_6d6f  # "memo": reflection, portrait, deadline reminders (gateway/memory/scheduler.py)
 RETENTION = 0x7072_756e  # "prun": the readings retention (gateway/storage/retention.py)
+INSTALL_RULES = 0x7275_6c65  # "rule": memory.rules written once by members starting together (exclusively)
 
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
+
+
+@contextlib.asynccontextmanager
+async def exclusively(dsn: str, key: int, connect_timeout_s: float) -> AsyncIterator[None]:
+    """The body runs while this member holds the lock `key` (waiting for it): a one-off step that
+    members starting together must not do at once (the config's rules: check, then write)."""
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True,
+                                                     connect_timeout=max(1, round(connect_timeout_s))) as conn:
+        await conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+        yield  # the lock goes with the connection, closed here
 
 
 class ClusterJob:
