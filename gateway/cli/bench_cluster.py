@@ -13,7 +13,8 @@ last was acknowledged (every `--every-s`). It measures:
   cable: only the missing heartbeat and the lease expiry tell) or SIGTERM (a clean stop: it
   leaves and releases its leases), and for each of its boxes the
   time from the signal to the Welcome of another member; p50 / p95 / max, against the design's
-  8 s. The member is then started again (or continued) and the boxes settle before the next;
+  8 s, split into signal -> the new holder's hello-required (it has just taken the lease) and
+  hello-required -> Welcome (the device's Hello and the session's start). The member is then started again (or continued) and the boxes settle before the next;
 - at the end: downlinks sent under overlapping leases (must be 0) and acknowledged readings not
   in PostgreSQL exactly once (must be 0).
 
@@ -75,6 +76,8 @@ async def _throughput(rig: ClusterRig, dsn: str, window_s: float) -> dict[str, A
 
 async def _failovers(rig: ClusterRig, members: list[str], sig: signal.Signals, count: int) -> dict[str, Any]:
     times: list[float] = []
+    leased: list[float] = []  # signal -> the new holder's hello-required (detection + lease expiry + claim)
+    hello: list[float] = []  # hello-required -> Welcome (the device's Hello round trip and session start)
     rounds: list[dict[str, Any]] = []
     missing = 0
     for _ in range(count):
@@ -85,8 +88,12 @@ async def _failovers(rig: ClusterRig, members: list[str], sig: signal.Signals, c
         back = await rig.failover(orphans, at, victim, timeout=3 * BOUND_S)
         times += back.values()
         missing += len(orphans) - len(back)
+        asked = [t - at for d in back if (t := rig.observer.first_after(d, at, victim, "error")) is not None]
+        leased += asked  # the new holder's hello-required: it has just taken the lease
+        hello += [back[d] - (t - at) for d in back if (t := rig.observer.first_after(d, at, victim, "error"))]
         rounds.append({"member": victim, "devices": len(orphans),
-                       "seconds": sorted(round(t, 2) for t in back.values())})
+                       "seconds": sorted(round(t, 2) for t in back.values()),
+                       "lease_taken_s": sorted(round(t, 2) for t in asked)})
         if sig == signal.SIGSTOP:
             rig.kill(victim, signal.SIGCONT)
         else:
@@ -95,6 +102,8 @@ async def _failovers(rig: ClusterRig, members: list[str], sig: signal.Signals, c
         await rig.wait_all_served(timeout=6 * BOUND_S, readings=2)
     return {"devices_moved": len(times), "not_served_again": missing, "p50_s": round(_pct(times, 0.5), 2),
             "p95_s": round(_pct(times, 0.95), 2), "max_s": round(max(times, default=float("nan")), 2),
+            "lease_taken_p50_s": round(_pct(leased, 0.5), 2), "lease_taken_max_s": round(max(leased, default=float("nan")), 2),
+            "hello_p50_s": round(_pct(hello, 0.5), 2), "hello_max_s": round(max(hello, default=float("nan")), 2),
             "rounds": rounds}
 
 
@@ -156,6 +165,9 @@ def _print(results: list[dict[str, Any]]) -> None:
                 print(f"  {key.replace('_', ' (SIG').upper()}): {f['devices_moved']} devices moved, p50 {f['p50_s']} s, "
                       f"p95 {f['p95_s']} s, max {f['max_s']} s (bound {BOUND_S:.0f} s), "
                       f"{f['not_served_again']} not served again")
+                print(f"    of which: signal -> lease taken (hello-required) p50 {f['lease_taken_p50_s']} s, max "
+                      f"{f['lease_taken_max_s']} s; hello-required -> Welcome p50 {f['hello_p50_s']} s, "
+                      f"max {f['hello_max_s']} s")
         print(f"  overlapping leases: {r['overlapping_leases']}; acknowledged readings {r['acked_readings']}, "
               f"not exactly once in PostgreSQL: {r['acked_not_exactly_once']}")
         for overlap in r["overlaps"]:

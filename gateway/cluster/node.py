@@ -86,6 +86,7 @@ class ClusterNode:
         self.directory = DeviceDirectory()
         self.events = ClusterEvents(me, prefix)
         self._bus: EventBus | None = None  # where the other members' turn events go (share_events)
+        self._no_expiry: set[str] = set()  # members whose record came without a message expiry (warned)
         self.record = MemberRecord(me, time.time(), capacity)
         self._clock = clock
         self.owned: set[str] = set()  # online devices this gateway owns by the member list (subscribed)
@@ -131,12 +132,19 @@ class ClusterNode:
     def on_disconnected(self) -> None:
         self._port = None
 
-    def on_message(self, topic: str, payload: bytes) -> None:
+    def on_message(self, topic: str, payload: bytes, expiry_s: int | None = None) -> None:
+        """A publish on a `P/$cluster/` topic; `expiry_s`: its MQTT 5 message expiry, if any."""
         parts = topic.split("/")
         if len(parts) != 4:
             return
         kind, name = parts[2], parts[3]
         if kind == "members":
+            if payload and expiry_s is None and name != self.me and name not in self._no_expiry:
+                self._no_expiry.add(name)  # every member publishes its record with one
+                log.warning("cluster %s: the member record of %s came without its MQTT 5 message expiry: the "
+                            "broker or a bridge on the way speaks MQTT 3.1.1 (mosquitto bridges: "
+                            "bridge_protocol_version mqttv50); the lease tags of its downlinks do not reach the "
+                            "devices either (docs/SCALE-OUT.md \"Across a bridge\")", self.me, name)
             if (change := self.members.heard(name, payload)) is not None:
                 log.info("cluster %s: member %s %s (members: %s)", self.me, name, change, ", ".join(self.members.live()))
                 self._recompute()

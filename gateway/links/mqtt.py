@@ -49,7 +49,7 @@ from gateway.links.base import ConnectionHandler, LinkClosed, LinkServices, Many
 from gateway.links.mqtt_broker import EmbeddedBroker
 from gateway.links.mosquitto import MosquittoBroker, MosquittoMissing
 from gateway.links.mqtt_client import AsyncPaho, Will, stay_connected
-from gateway.links.mqtt_cluster import MqttClusterPort, lease_properties
+from gateway.links.mqtt_cluster import MqttClusterPort, expiry_of, lease_properties
 from gateway.links.mqtt_extension import BrokerAddress, MqttExtension
 
 if TYPE_CHECKING:
@@ -181,7 +181,7 @@ class MqttLink:
                 extension.on_message(msg.topic, msg.payload)
                 return
         if self.cluster is not None and self.cluster.owns_topic(msg.topic):
-            self.cluster.on_message(msg.topic, msg.payload)
+            self.cluster.on_message(msg.topic, msg.payload, expiry_of(msg.properties))
             return
         parts = msg.topic.split("/")
         if len(parts) != 3 or parts[0] != self.prefix:

@@ -38,6 +38,14 @@ def lease_of(properties: Properties | None) -> tuple[str, int] | None:
     return None
 
 
+def expiry_of(properties: Properties | None) -> int | None:
+    """A publish's MQTT 5 message expiry interval, None without one (or over MQTT 3.1.1)."""
+    if properties is None:
+        return None
+    expiry = properties.json().get("MessageExpiryInterval")
+    return int(expiry) if expiry is not None else None
+
+
 class MqttClusterPort:
     def __init__(self, link: "MqttLink", client: AsyncPaho) -> None:
         self._link = link

@@ -86,8 +86,13 @@ class DownlinkLog:
 
     def first_welcome_after(self, device_id: str, after: float, not_from: str) -> float | None:
         """When `device_id` was first welcomed by another gateway than `not_from` after `after`."""
+        return self.first_after(device_id, after, not_from, "welcome")
+
+    def first_after(self, device_id: str, after: float, not_from: str, message: str) -> float | None:
+        """When another gateway than `not_from` first sent `device_id` a `message` after `after`
+        ("error": the new holder's hello-required, right after it took the lease)."""
         for d in self.seen:
-            if d.device_id == device_id and d.at > after and d.message == "welcome" and d.gateway != not_from:
+            if d.device_id == device_id and d.at > after and d.message == message and d.gateway != not_from:
                 return d.at
         return None
 

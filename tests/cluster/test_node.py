@@ -167,3 +167,15 @@ async def test_a_clean_leave_deletes_the_member_record_and_frees_everything():
     await a.leave()
     assert ("gw/$cluster/members/gw-a", b"") in port.published
     assert all(rows[d][2] == float("-inf") for d in DEVICES[:3])
+
+
+async def test_a_member_record_without_its_message_expiry_is_named_once_and_still_counted(caplog):
+    clock = Clock()
+    a, _, _ = node("gw-a", {}, clock)
+    a.on_message("gw/$cluster/members/gw-b", MemberRecord("gw-b", 1.0, 64).encode(), expiry_s=6)
+    assert "message expiry" not in caplog.text
+    a.on_message("gw/$cluster/members/gw-c", MemberRecord("gw-c", 1.0, 64).encode())  # over an MQTT 3.1.1 bridge
+    a.on_message("gw/$cluster/members/gw-c", MemberRecord("gw-c", 1.0, 64).encode())
+    assert caplog.text.count("the member record of gw-c came without its MQTT 5 message expiry") == 1
+    assert "bridge_protocol_version mqttv50" in caplog.text
+    assert a.members.live() == ("gw-a", "gw-b", "gw-c")  # the heartbeat timeout still drops it when it dies
