@@ -3,7 +3,7 @@
 gateway/cli/main.py registers these with `add_devices_parsers(sub, common)`. On SQLite they open
 the database (`devices.database`) directly; that is safe while the gateway runs (WAL mode). With
 `storage.backend: postgres` the devices actions use the shared registry and activation codes
-(what every gateway of the database serves), `gateway readings prune` the shared readings.
+(what every gateway of the database serves), `gateway readings` and its `prune` the shared readings.
 """
 
 from __future__ import annotations
@@ -187,11 +187,14 @@ def _valid_id(device_id: str) -> bool:
 
 
 def run_readings(args: argparse.Namespace, cfg: GatewayConfig) -> int:
-    conn = connect(cfg.path(cfg.devices.database))
-    try:
-        rows = list_readings(conn, args.device, args.kind, args.limit)
-    finally:
-        conn.close()
+    if cfg.storage.backend == "postgres":
+        rows = _readings_on_postgres(cfg, args.device, args.kind, args.limit)
+    else:
+        conn = connect(cfg.path(cfg.devices.database))
+        try:
+            rows = list_readings(conn, args.device, args.kind, args.limit)
+        finally:
+            conn.close()
     if not rows and not args.json:
         print("no readings stored yet")
     for r in rows:
@@ -204,6 +207,24 @@ def run_readings(args: argparse.Namespace, cfg: GatewayConfig) -> int:
             clock = "" if r.clock == "device" else " (gateway clock)"
             print(f"#{r.reading_id:<6} {r.measured_at.isoformat(timespec='seconds')}{clock}  {r.device_id}  {r.kind}: {values}")
     return 0
+
+
+def _readings_on_postgres(cfg: GatewayConfig, device: str | None, kind: str | None, limit: int) -> list[Any]:
+    """Every gateway's readings, newest first (the console's ReadingList)."""
+    import asyncio
+    import os
+
+    from gateway.app import postgres_backend
+
+    async def on_backend() -> list[Any]:
+        backend = postgres_backend(cfg, os.environ)
+        await backend.open()
+        try:
+            return await backend.reading_list.recent(kind, limit, 0.0, device_id=device)
+        finally:
+            await backend.close()
+
+    return asyncio.run(on_backend())
 
 
 def run_prune(args: argparse.Namespace, cfg: GatewayConfig) -> int:

@@ -11,8 +11,9 @@ from gateway.devices.readings import StoredRow, list_readings, reading_kinds
 
 
 class ReadingList(Protocol):
-    async def recent(self, kind: str | None, limit: int, since: float) -> list[StoredRow]:
-        """The newest `limit` readings (of `kind`, or every kind) measured at or after `since`, newest first."""
+    async def recent(self, kind: str | None, limit: int, since: float, device_id: str | None = None) -> list[StoredRow]:
+        """The newest `limit` readings (of `kind`, or every kind; of `device_id`, or every device) measured
+        at or after `since`, newest first."""
         ...
 
     async def kinds(self) -> list[tuple[str, str]]:
@@ -24,8 +25,8 @@ class SqliteReadingList:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def recent(self, kind: str | None, limit: int, since: float) -> list[StoredRow]:
-        return await self._db.run(list_readings, None, kind, limit, since)
+    async def recent(self, kind: str | None, limit: int, since: float, device_id: str | None = None) -> list[StoredRow]:
+        return await self._db.run(list_readings, device_id, kind, limit, since)
 
     async def kinds(self) -> list[tuple[str, str]]:
         return await self._db.run(reading_kinds)

@@ -15,12 +15,15 @@ class PostgresReadingList:
     def __init__(self, pool: AsyncConnectionPool) -> None:
         self._pool = pool
 
-    async def recent(self, kind: str | None, limit: int, since: float) -> list[StoredRow]:
+    async def recent(self, kind: str | None, limit: int, since: float, device_id: str | None = None) -> list[StoredRow]:
         sql = 'SELECT id, device_id, seq, kind, "values", measured_at, received_at, clock FROM readings WHERE measured_at >= %s'
         args: list[object] = [since]
         if kind:
             sql += " AND kind = %s"
             args.append(kind)
+        if device_id:
+            sql += " AND device_id = %s"
+            args.append(device_id)
         async with self._pool.connection() as conn:
             rows = await (await conn.execute(sql + " ORDER BY id DESC LIMIT %s", (*args, limit))).fetchall()
         out = []

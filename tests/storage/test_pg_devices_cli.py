@@ -74,7 +74,7 @@ async def test_devices_pending_and_activate_on_postgres(tmp_path: Path, postgres
     assert "approved, waiting for the box" in gateway(tmp_path, postgres_dsn, "devices", "pending").stdout
 
 
-async def test_readings_prune_on_postgres(tmp_path: Path, postgres_dsn: str) -> None:
+async def test_readings_and_readings_prune_on_postgres(tmp_path: Path, postgres_dsn: str) -> None:
     assert gateway(tmp_path, postgres_dsn, "devices", "list").returncode == 0  # migrates the new database
     pool = await open_pool(postgres_dsn, STORAGE)
     try:
@@ -84,6 +84,10 @@ async def test_readings_prune_on_postgres(tmp_path: Path, postgres_dsn: str) -> 
                                time.time() - age_days * DAY_S)
     finally:
         await pool.close()
+    listed = gateway(tmp_path, postgres_dsn, "readings", "--json")
+    assert listed.returncode == 0 and [json.loads(line)["seq"] for line in listed.stdout.splitlines()] == [3, 2, 1]
+    one = gateway(tmp_path, postgres_dsn, "readings", "--device", "hum-2", "--limit", "5")
+    assert one.returncode == 0 and one.stdout.strip() == "no readings stored yet"
     dry = gateway(tmp_path, postgres_dsn, "readings", "prune", "--older-than", "30", "--dry-run")
     assert dry.returncode == 0 and "would prune 2 readings" in dry.stdout and "hum-1 2" in dry.stdout
     done = gateway(tmp_path, postgres_dsn, "readings", "prune", "--older-than", "30")
