@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import tempfile
 from collections import deque
 from collections.abc import Sequence
@@ -176,39 +177,40 @@ class MqttLink:
                 client.subscribe(topic_filter, 0)
 
     def _on_message(self, msg: paho.MQTTMessage) -> None:
+        topic, payload = msg.topic, msg.payload  # once: paho decodes the topic at each msg.topic
         for extension in self.extensions:
-            if extension.owns(msg.topic):
-                extension.on_message(msg.topic, msg.payload)
+            if extension.owns(topic):
+                extension.on_message(topic, payload)
                 return
-        if self.cluster is not None and self.cluster.owns_topic(msg.topic):
-            self.cluster.on_message(msg.topic, msg.payload, expiry_of(msg.properties))
+        if self.cluster is not None and self.cluster.owns_topic(topic):
+            self.cluster.on_message(topic, payload, expiry_of(msg.properties))
             return
-        parts = msg.topic.split("/")
+        parts = topic.split("/")
         if len(parts) != 3 or parts[0] != self.prefix:
             return
         device_id, channel = parts[1], parts[2]
         if not _valid_device_id(device_id):
-            log.warning("mqtt: ignored a publish on %s: not a valid device id", msg.topic)
+            log.warning("mqtt: ignored a publish on %s: not a valid device id", topic)
             return
         if channel == "status":
-            if msg.payload == b"offline" and (conn := self.connections.get(device_id)):
+            if payload == b"offline" and (conn := self.connections.get(device_id)):
                 conn.end("device went offline")
-            if self.cluster is not None and msg.payload in (b"online", b"offline"):
-                self.cluster.on_status(device_id, msg.payload == b"online")
+            if self.cluster is not None and payload in (b"online", b"offline"):
+                self.cluster.on_status(device_id, payload == b"online")
             return
         if self.cluster is not None and self.cluster.lease(device_id) is None:
             self.not_leased += 1  # another gateway serves it (or will once its lease is ours)
             return
-        if self._redeliveries.is_redelivery(msg.topic, msg.payload, msg.qos, msg.dup):
+        if self._redeliveries.is_redelivery(topic, payload, msg.qos, msg.dup):
             log.info("mqtt %s: dropped a QoS 1 redelivery already processed (%d so far)",
                      device_id, self._redeliveries.dropped)
             return
         item: Message | ProtocolError
-        if len(msg.payload) > self.max_frame_bytes:
-            item = ProtocolError("frame-too-large", f"publish of {len(msg.payload)} bytes exceeds {self.max_frame_bytes}")
+        if len(payload) > self.max_frame_bytes:
+            item = ProtocolError("frame-too-large", f"publish of {len(payload)} bytes exceeds {self.max_frame_bytes}")
         else:
             try:
-                item = decode(msg.payload)
+                item = decode(payload)
             except ProtocolError as exc:
                 item = exc
         conn = self.connections.get(device_id)
@@ -352,7 +354,8 @@ class MqttLink:
         return BrokerAddress("", broker.port, True)
 
 
-def _valid_device_id(device_id: str) -> bool:
-    import re
+_DEVICE_ID = re.compile(DEVICE_ID_PATTERN)
 
-    return re.fullmatch(DEVICE_ID_PATTERN, device_id) is not None
+
+def _valid_device_id(device_id: str) -> bool:
+    return _DEVICE_ID.fullmatch(device_id) is not None
