@@ -188,6 +188,8 @@ class Gateway:
                     tg.create_task(self.postgres.retention_job.run(self.retention.run), name="readings-retention")
                 if self.postgres is not None:  # the other gateways' consoles change the mapping too
                     tg.create_task(follow(self.people_store, self.people), name="people-follow")
+                    # every member's alerts onto this one's bus: its devices say them, its screens show them
+                    tg.create_task(self.postgres.alert_relay.run(self.bus.publish), name="alert-relay")
                 if self.console is not None:  # the Talk page's live log of the turns
                     tg.create_task(self.console.run(), name="console")
                 for link, event in zip(self.links, events):
@@ -235,8 +237,6 @@ class Gateway:
                 async with pg.installing_rules():  # members starting together: written once
                     await install_rules(memory, m.rules)
             async with asyncio.TaskGroup() as tg:
-                if relay is not None:
-                    tg.create_task(relay.run(self.bus.publish), name="memory-alert-relay")
                 if self.postgres is None:
                     tg.create_task(self.reading_feed.run(wake), name="memory-readings")
                     tg.create_task(scheduler.run(), name="memory-scheduler")

@@ -1,7 +1,8 @@
 """Turn events across the cluster: a screen connected to any member follows every device.
 
 Each member turns its own devices' turn events (the bus events its screens show: a sentence, a
-transcript, a reply's end, a listen state, an alert) into the screens' messages
+transcript, a reply's end, a listen state; not an alert, which reaches every member's bus through
+PostgreSQL, gateway/storage/alert_relay.py) into the screens' messages
 (gateway/screens/hub.py `TurnMessages`) and publishes each to `P/$cluster/events/<device>` at
 QoS 0 as `{"gateway": <member>, "message": {...}}`. Every member subscribes
 `P/$cluster/events/+`; another member's message becomes a `RemoteScreenMessage` on its own bus,
@@ -44,6 +45,8 @@ class ClusterEvents:
         if message is None:
             return None
         data = message["Data"]
+        if data.get("Key") == "alert":  # every member has it already, from PostgreSQL (storage/alert_relay.py)
+            return None
         if data.get("Key") == "audio":  # the audio is this gateway's: screens of others show the rest
             data = {k: v for k, v in data.items() if k not in ("Value", "HttpValue")}
             message = {**message, "Data": {**data, "Gateway": self.me}}

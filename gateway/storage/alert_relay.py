@@ -2,9 +2,10 @@
 
 The alert rules and the deadline reminders run on one member (gateway/storage/cluster_job.py),
 but the person's voice box may be connected to another. So with `storage.backend: postgres` the
-rule engine's alerts go out as `NOTIFY gateway_alerts` (JSON), and every member with the memory
-listens and publishes each one on its own bus: its `speak_alerts` says it on the devices
-connected to it, its screens show it. The member that raised it hears it back the same way, so
+rule engine's alerts go out as `NOTIFY gateway_alerts` (JSON), and every member listens and
+publishes each one on its own bus: its `speak_alerts` (a member with the memory) says it on the
+devices connected to it, its screens show it (so the cluster's screen events on the broker leave
+alerts out, gateway/cluster/events.py). The member that raised it hears it back the same way, so
 every member, the raising one included, gets each alert once. When the NOTIFY fails (the
 database gone for a moment) the alert is published on the raising member's bus only, logged; it
 is in the person's memory either way. A listener whose connection drops reconnects every

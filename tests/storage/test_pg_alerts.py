@@ -12,6 +12,7 @@ import psycopg
 
 from firmware_protocol import Hello, ReplyText, SensorReading, Welcome
 from gateway.app import build_gateway
+from gateway.cluster.events import ClusterEvents
 from gateway.config import parse_config
 from gateway.links.memory import MemoryLink
 from gateway.memory.events import Alert
@@ -32,9 +33,11 @@ def _config(tmp_path: Path) -> dict:
                        "rules": [{"user": "anna", "text": RULE, "reading": "blood_pressure", "above": "140/90"}]}}
 
 
-def test_an_alert_survives_the_trip_through_notify() -> None:
+def test_an_alert_survives_the_trip_through_notify_and_is_not_sent_on_the_broker_too() -> None:
     alert = Alert("anna", ("box-anna", "bp-anna"), "Rest now. The reading: 161 over 99 mmHg.", 12, "warning", 1.5)
     assert decode_alert(encode_alert(alert)) == alert
+    # every member's bus has it from PostgreSQL: the cluster's screen events would show it twice
+    assert ClusterEvents("gw-a", "gw").outgoing(alert) is None
 
 
 async def _spoken(box, timeout: float) -> list[str]:
