@@ -50,7 +50,9 @@ async def test_a_screen_on_one_member_sees_the_turn_of_a_box_served_by_another(p
         await rig.observe()
         await box.connect("127.0.0.1", rig.broker_port)
         await box.welcomed(timeout=30)
-        server = rig.observer.holder_at(BOX, time.monotonic())
+        async with asyncio.timeout(10):  # the observer hears the Welcome beside the box
+            while (server := rig.observer.holder_at(BOX, time.monotonic())) is None:
+                await asyncio.sleep(0.05)
         (other,) = set(MEMBERS) - {server}
         key = (tmp_path / other / "screens-access-key").read_text().strip()
         async with connect(f"ws://127.0.0.1:{ports[other]}/screen?key={key}") as screen:
