@@ -18,9 +18,9 @@ last was acknowledged (every `--every-s`). It measures:
 - at the end: downlinks sent under overlapping leases (must be 0) and acknowledged readings not
   in PostgreSQL exactly once (must be 0).
 
-The load average is printed beside the figures. Voice capacity per gateway is `gateway
-bench-capacity`'s (the members here share one machine's cores, so a voice line over 1..3
-gateways on it would measure the machine, not the cluster).
+The load average is printed beside the figures. `--voice` measures the voice line instead: voice
+boxes in conversation served at the latency deadline by 1, 2, 3 members, each member held to a
+fixed CPU budget by a cgroup quota (gateway/cli/bench_cluster_voice.py).
 """
 
 from __future__ import annotations
@@ -176,6 +176,10 @@ def _print(results: list[dict[str, Any]]) -> None:
 
 
 def run(args: argparse.Namespace, cfg: Any = None) -> int:
+    if args.voice:
+        from gateway.cli.bench_cluster_voice import run_voice
+
+        return run_voice(args, cfg)
     results = asyncio.run(_bench(args))
     if args.json:
         print(json.dumps(results))
@@ -199,4 +203,16 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     bc.add_argument("--dsn-env", default="GATEWAY_PG_DSN", help="the variable holding the PostgreSQL DSN")
     bc.add_argument("--keep", type=Path, metavar="DIR", help="keep each run's member logs under DIR")
     bc.add_argument("--json", action="store_true", help="print the figures as JSON")
+    voice = bc.add_argument_group("--voice: voice boxes at the latency deadline per gateway count, each member "
+                                  "held to a CPU quota (a cgroup: needs root)")
+    voice.add_argument("--voice", action="store_true", help="measure the voice line instead of readings and failover")
+    voice.add_argument("--member-cpu", type=float, default=0.5, metavar="CORES",
+                       help="each member's CPU quota in cores (default 0.5)")
+    voice.add_argument("--turns", type=int, default=4, help="at least this many questions per round (default 4)")
+    voice.add_argument("--step", type=int, default=0, help="boxes added per round (default: the member count)")
+    voice.add_argument("--max-boxes", type=int, default=8, help="at most this many boxes per member (default 8)")
+    voice.add_argument("--spread", type=float, default=4.0, help="first questions start within this many seconds "
+                       "(default 4)")
+    voice.add_argument("--fake-engines", action="store_true", help="the fake VAD/ASR/TTS in the members (a smoke "
+                       "run; the figures need the real models, the default)")
     bc.set_defaults(func=run)

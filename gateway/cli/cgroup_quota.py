@@ -1,0 +1,138 @@
+"""A fixed CPU budget per process on one machine: a Linux cgroup with a CFS quota (as root).
+
+`gateway bench-cluster --voice` puts each member process in its own group limited to
+`--member-cpu` cores, so that 1, 2 or 3 members on one shared machine each get the budget a
+small machine of its own would give it, whatever the others do. cgroup v1 (a `cpu` hierarchy:
+`cpu.cfs_quota_us` / `cpu.cfs_period_us`, `cgroup.procs`, `cpu.stat` throttled_time in ns) and
+cgroup v2 (`cpu` in `cgroup.controllers`: `cpu.max` "quota period", `cpu.stat` throttled_usec)
+are found from the mount table. `cpu_controller()` raises CgroupUnavailable saying why where
+neither is writable (not root, a container without its own cgroup, ...). A process put into a
+group is moved with all its threads; a group is removed once its processes have ended.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+PERIOD_US = 100_000
+
+
+class CgroupUnavailable(RuntimeError):
+    """No writable cpu controller here; the message says why."""
+
+
+@dataclass(frozen=True)
+class CpuGroup:
+    path: Path
+    version: int  # 1 or 2
+    cores: float
+
+    def add(self, pid: int) -> None:
+        """Move process `pid` (all its threads) into this group."""
+        (self.path / "cgroup.procs").write_text(f"{pid}\n")
+
+    def pids(self) -> list[int]:
+        return [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
+
+    def quota(self) -> tuple[int, int]:
+        """(quota, period) in microseconds as the kernel holds them; quota -1: unlimited."""
+        if self.version == 1:
+            return (int((self.path / "cpu.cfs_quota_us").read_text()),
+                    int((self.path / "cpu.cfs_period_us").read_text()))
+        quota, period = (self.path / "cpu.max").read_text().split()
+        return (-1 if quota == "max" else int(quota)), int(period)
+
+    def throttled_s(self) -> float:
+        """Seconds the group's threads waited, over its life, because its quota was spent."""
+        stat = dict(line.split() for line in (self.path / "cpu.stat").read_text().splitlines() if line.strip())
+        if self.version == 1:
+            return int(stat.get("throttled_time", 0)) / 1e9
+        return int(stat.get("throttled_usec", 0)) / 1e6
+
+    def remove(self) -> None:
+        """Remove the (empty) group; a group still holding a process is left, and that is said."""
+        try:
+            self.path.rmdir()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise CgroupUnavailable(f"cannot remove {self.path} ({exc.strerror}): still has {self.pids()}") from None
+
+
+@dataclass(frozen=True)
+class CpuController:
+    root: Path  # where new groups go
+    version: int
+
+    def group(self, name: str, cores: float) -> CpuGroup:
+        """A new group `name` limited to `cores` CPUs (0.5: half of one core's time per period)."""
+        if cores <= 0:
+            raise ValueError(f"a CPU quota must be above 0 cores, got {cores}")
+        path = self.root / name
+        try:
+            path.mkdir()
+        except FileExistsError:  # left by an earlier run that was killed: reuse it
+            pass
+        quota = max(1000, round(cores * PERIOD_US))
+        if self.version == 1:
+            (path / "cpu.cfs_period_us").write_text(f"{PERIOD_US}\n")
+            (path / "cpu.cfs_quota_us").write_text(f"{quota}\n")
+        else:
+            (path / "cpu.max").write_text(f"{quota} {PERIOD_US}\n")
+        return CpuGroup(path, self.version, cores)
+
+
+def _mounts(mounts_text: str) -> list[tuple[str, str, set[str]]]:
+    """(fstype, mount point, options) of each cgroup mount in /proc/self/mounts' text."""
+    found = []
+    for line in mounts_text.splitlines():
+        parts = line.split()
+        if len(parts) >= 4 and parts[2] in ("cgroup", "cgroup2"):
+            found.append((parts[2], parts[1].replace("\\040", " "), set(parts[3].split(","))))
+    return found
+
+
+def cpu_controller(mounts_text: str | None = None) -> CpuController:
+    """The writable cpu controller of this machine (cgroup v1 first, then v2), or CgroupUnavailable
+    naming what was found and why it cannot be used."""
+    if mounts_text is None:
+        mounts_text = Path("/proc/self/mounts").read_text()
+    reasons: list[str] = []
+    for fstype, point, options in _mounts(mounts_text):
+        root = Path(point)
+        if fstype == "cgroup" and "cpu" in options:
+            if not (root / "cpu.cfs_quota_us").exists():
+                reasons.append(f"{root}: a cgroup v1 cpu hierarchy without cpu.cfs_quota_us (no CFS bandwidth control)")
+            elif not os.access(root, os.W_OK):
+                reasons.append(f"{root}: cgroup v1 cpu, not writable by uid {os.getuid()} (run as root)")
+            else:
+                return CpuController(root, 1)
+        elif fstype == "cgroup2":
+            controllers = (root / "cgroup.controllers").read_text().split() if (root / "cgroup.controllers").exists() else []
+            if "cpu" not in controllers:
+                reasons.append(f"{root}: cgroup v2 without the cpu controller (cgroup.controllers: "
+                               f"{' '.join(controllers) or 'none'})")
+                continue
+            if not os.access(root, os.W_OK):
+                reasons.append(f"{root}: cgroup v2 cpu, not writable by uid {os.getuid()} (run as root)")
+                continue
+            try:  # the children need cpu enabled in the subtree
+                if "cpu" not in (root / "cgroup.subtree_control").read_text().split():
+                    (root / "cgroup.subtree_control").write_text("+cpu\n")
+            except OSError as exc:
+                reasons.append(f"{root}: cgroup v2 cpu, cannot enable it for child groups ({exc.strerror}: this "
+                               "cgroup holds processes itself, as inside a container)")
+                continue
+            return CpuController(root, 2)
+    if not reasons:
+        reasons.append("no cgroup file system is mounted (/proc/self/mounts)")
+    raise CgroupUnavailable("no writable cpu controller for CPU quotas: " + "; ".join(reasons))
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, all threads) process `pid` has used so far."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
