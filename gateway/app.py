@@ -22,6 +22,7 @@ from gateway.audio.pcm import int16_to_float, resample
 from gateway.brain.factory import build_brain, build_mcp_clients, drain_brain
 from gateway.bus import EventBus
 from gateway.config import ConfigError, GatewayConfig
+from gateway.console.api_devices import ClusterView
 from gateway.console.build import build_console
 from gateway.console.log_tail import LogTail
 from gateway.devices.activation import ActivationStore, Activations
@@ -132,7 +133,9 @@ class Gateway:
         self.log_tail = LogTail()  # the console's health page shows the last log lines (attached by serve)
         console = self.console = build_console(self.cfg, device_registry, self.registry, self.memory, self.log_tail, self.people,
                                                self.bus, activations=activations, people_store=self.people_store,
-                                               readings=reading_list)
+                                               readings=reading_list,
+                                               cluster=ClusterView(self.cluster.me, self.cluster.devices)
+                                               if self.cluster is not None else None)
         self.link_services = LinkServices(bus=self.bus, check_credentials=self.auth.check_credentials,
                                           broker_logins=self.auth.broker_logins,
                                           serve_authenticated=self._handle_authenticated,

@@ -7,7 +7,8 @@ CoAP, screens or memory. CONFIG_JSON: `id` (the member id), `broker_port`, `fold
 files), optional `cluster` overrides (heartbeat_s, ...) and `mcp_port` (then it also runs the
 memory and the MCP server on 127.0.0.1:mcp_port, token `mcp_token`), `real_models` (true: the
 real VAD, ASR and TTS loaded as `gateway run` loads them, instead of the fake ones), `screens_port`
-(the LAN screens on 127.0.0.1:screens_port, plain http, the screen key in `folder`/screens-access-key).
+(the LAN screens on 127.0.0.1:screens_port, plain http, the screen key in `folder`/screens-access-key),
+`console_password` (with screens_port: the web console on that port too, this admin password).
 It prints `ready` on stdout once
 connected, logs to stderr, and serves until SIGTERM (a clean leave) or SIGKILL (a crash). The
 cluster tests and `gateway bench-cluster` start three of them as separate processes.
@@ -26,6 +27,7 @@ from typing import Any
 
 from gateway.app import build_gateway, load_runner
 from gateway.config import parse_config
+from gateway.console.password import PasswordFile
 from gateway.engines.fake import FakeAsr, FakeTts, FakeVad
 from gateway.engines.runner import EngineRunner
 
@@ -45,7 +47,7 @@ def member_config(args: dict[str, Any]) -> dict[str, Any]:
         "coap": {"enabled": False}, "xiaozhi": {"enabled": False},
         "screens": {"enabled": "screens_port" in args, "host": "127.0.0.1", "port": int(args.get("screens_port", 0)),
                     "tls": False, "access_key": str(folder / "screens-access-key")},
-        "console": {"enabled": False},
+        "console": {"enabled": "console_password" in args, "password_file": str(folder / "console-password")},
         "memory": {"enabled": "mcp_port" in args, "path": str(folder / "memory.db")},
         **({"mcp": mcp} if "mcp_port" in args else {}),
     }
@@ -53,6 +55,8 @@ def member_config(args: dict[str, Any]) -> dict[str, Any]:
 
 async def _serve(args: dict[str, Any]) -> None:
     cfg = parse_config(member_config(args), CHECKOUT)
+    if "console_password" in args:  # as `gateway console password` sets it
+        PasswordFile(cfg.path(cfg.console.password_file)).set(args["console_password"])
     if args.get("real_models"):  # what `gateway run` serves: its models, loaded and warmed up
         runner = await asyncio.to_thread(load_runner, cfg, lambda line: logging.info("%s", line))
     else:

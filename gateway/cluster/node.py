@@ -32,11 +32,10 @@ from typing import Protocol
 
 from gateway.bus import EventBus
 from gateway.cluster.directory import DeviceDirectory, DeviceEntry, Served
-from gateway.cluster.events import ClusterEvents
+from gateway.cluster.events import SHARED_EVENTS, ClusterEvents
 from gateway.cluster.leases import LeaseStoreDown, PgLeases
 from gateway.cluster.members import MemberList, MemberRecord
 from gateway.cluster.rendezvous import owner
-from gateway.screens.hub import TURN_EVENTS
 
 log = logging.getLogger(__name__)
 
@@ -284,9 +283,9 @@ class ClusterNode:
                 self._port.take_over(device_id, epoch)
 
     async def share_events(self, bus: EventBus) -> None:
-        """This member's turn events to the other members' screens (QoS 0), theirs onto `bus`."""
+        """This member's turn events to the other members' screens and consoles (QoS 0), theirs onto `bus`."""
         self._bus = bus
-        sub = bus.subscribe(*TURN_EVENTS, name="cluster-events")
+        sub = bus.subscribe(*SHARED_EVENTS, name="cluster-events")
         try:
             async for event in sub:
                 out = self.events.outgoing(event)  # always: it keeps each device's reply state

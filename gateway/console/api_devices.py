@@ -2,7 +2,10 @@
 device -> person mapping (a DeviceRegistry, an ActivationStore and a PeopleStore: the devices
 database, or PostgreSQL shared by several gateways) and the live sessions (SessionRegistry).
 
-    GET  devices           {"connected": [...], "registered": [...], "pending": [...]}
+    GET  devices           {"connected": [...], "registered": [...], "pending": [...]}; in cluster
+                           mode also "cluster": {"member": this gateway's id, "devices": every
+                           device the cluster knows, with the member serving it ("gateway")}, and
+                           each registered device's "served_by" (that member, null: nobody now)
     POST devices/add       {"device_id", "name"} -> its token (shown once) and firmware settings
     POST devices/remove    {"device_id"}
     POST devices/rename    {"device_id", "name"}
@@ -25,6 +28,7 @@ from typing import Any
 
 from firmware_protocol import AudioFormat
 from firmware_protocol.messages import DEVICE_ID_PATTERN
+from gateway.cluster.directory import DeviceEntry
 from gateway.devices import activation
 from gateway.devices.activation import ActivationStore
 from gateway.devices.device_registry import DeviceRegistry
@@ -50,6 +54,14 @@ class DeviceSettings:
     people: DevicePeople  # device id -> person: memory.users with the console's changes (live)
 
 
+@dataclass(frozen=True)
+class ClusterView:
+    """Cluster mode: this member's id and which live member serves each device (gateway/cluster/directory.py)."""
+
+    member: str
+    devices: Callable[[], list[DeviceEntry]]
+
+
 def _loopback(host: str) -> bool:
     """localhost or a loopback address: not where a device on the LAN reaches the gateway."""
     if host == "localhost":
@@ -66,7 +78,9 @@ def _format(f: AudioFormat) -> str:
 
 class DevicesApi:
     def __init__(self, devices: DeviceRegistry, registry: SessionRegistry, settings: DeviceSettings,
-                 activations: ActivationStore, people_store: PeopleStore, clock: Callable[[], float] = time.time) -> None:
+                 activations: ActivationStore, people_store: PeopleStore, clock: Callable[[], float] = time.time,
+                 cluster: ClusterView | None = None) -> None:
+        self._cluster = cluster
         self._devices = devices
         self._activations = activations
         self._people_store = people_store
@@ -107,7 +121,7 @@ class DevicesApi:
                           "firmware": hello.firmware, "since": since}
             connected.append(entry)
         online = set(self._registry.connected())
-        return {
+        answer = {
             "connected": connected,
             "registered": [{"device_id": d.device_id, "name": d.name, "created_at": d.created_at.timestamp(),
                             "last_seen": d.last_seen.timestamp() if d.last_seen else None,
@@ -118,6 +132,13 @@ class DevicesApi:
                          "expires_in": round(p.expires_at - now)} for p in pending],
             "open_enrolment": self._settings.open_enrolment,
         }
+        if self._cluster is not None:
+            entries = self._cluster.devices()
+            served = {e.device_id: e.gateway for e in entries}
+            for d in answer["registered"]:
+                d["served_by"] = served.get(d["device_id"])
+            answer["cluster"] = {"member": self._cluster.member, "devices": [e.as_dict() for e in entries]}
+        return answer
 
     async def add(self, request: ApiRequest) -> dict[str, Any]:
         device_id = self._device_id(request.body)

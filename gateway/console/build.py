@@ -7,7 +7,7 @@ from functools import partial
 from gateway.bus import EventBus
 from gateway.config import GatewayConfig
 from gateway.console.api_actions import ActionsApi
-from gateway.console.api_devices import DeviceSettings, DevicesApi
+from gateway.console.api_devices import ClusterView, DeviceSettings, DevicesApi
 from gateway.console.api_health import HealthApi, Port
 from gateway.console.api_memory import MemoryApi
 from gateway.console.api_profile import ProfileApi
@@ -51,13 +51,15 @@ def _ports(cfg: GatewayConfig) -> list[Port]:
 
 def build_console(cfg: GatewayConfig, devices: DeviceRegistry, registry: SessionRegistry, memory: MemoryService | None,
                   log_tail: LogTail, people: DevicePeople, bus: EventBus, *, activations: ActivationStore,
-                  people_store: PeopleStore, readings: ReadingList) -> ConsoleServer | None:
+                  people_store: PeopleStore, readings: ReadingList,
+                  cluster: ClusterView | None = None) -> ConsoleServer | None:
     """The console (None when console.enabled or screens.enabled is off). Until an admin password
     is set (`gateway console password`, or `gateway run` makes one) every login is refused.
     `people`: the gateway's live device -> person mapping, which the Devices page changes (and
     stores in `people_store`). `bus`: the turn events the Talk page shows live (read by the
     console's `run`, Gateway.serve runs it). `devices`, `activations`, `readings`: the stores the
-    Devices and Readings pages use (SQLite's, or PostgreSQL's with storage.backend postgres)."""
+    Devices and Readings pages use (SQLite's, or PostgreSQL's with storage.backend postgres).
+    `cluster` (cluster mode): the Devices page names the member serving each device."""
     c = cfg.console
     if not c.enabled or not cfg.screens.enabled:
         return None
@@ -73,7 +75,7 @@ def build_console(cfg: GatewayConfig, devices: DeviceRegistry, registry: Session
                               cfg.xiaozhi.activation_ttl_s, person_of, people)
     models = {"asr": f"{cfg.asr.engine} {cfg.asr.model}", "tts": f"{cfg.tts.engine} {cfg.tts.voice}",
               "memory": m.embedding if m.enabled else "off"}
-    routes = {**DevicesApi(devices, registry, settings, activations, people_store).routes(),
+    routes = {**DevicesApi(devices, registry, settings, activations, people_store, cluster=cluster).routes(),
               **ReadingsApi(readings, person_of, rules_of, people).routes(),
               **HealthApi(registry, _ports(cfg), models, log_tail, partial(checks_without_engines, cfg)).routes(), **MemoryApi(memory, people).routes(),
               **RulesApi(RuleBook(memory) if memory is not None else None).routes(), **ProfileApi(memory).routes(),

@@ -7,9 +7,15 @@ sentences that began to play), `TurnFinished` its metrics (the latency
 from the end of speech to the first reply audio, and which brain answered). Every change of a
 turn is offered to the live listeners (the console's WebSocket, gateway/console/api_talk.py).
 
+In cluster mode the turns of the devices other members serve come too (gateway/cluster/events.py):
+the screens' messages of their transcript, sentences and reply end (`RemoteScreenMessage`) and the
+turn's end with its latency and brain (`RemoteTurnFinished`). Such a turn names its member
+(`gateway`) and keeps no audio: that stays on the member that synthesised it.
+
 Bounded, in memory only: the last `per_device` turns of each device (of at most MAX_DEVICES
 devices, the least recently heard forgotten first), each reply's audio at most MAX_REPLY_S
-seconds, all audio together at most MAX_AUDIO_BYTES (the oldest turns lose their audio first).
+seconds, all audio together at most MAX_AUDIO_BYTES (the oldest turns lose their audio first);
+another member's turns count in the same per-device and device bounds.
 A listener that does not keep up loses its oldest updates (counted and logged), never slows a
 device. The memory keeps the conversation itself (transcript and reply) for good.
 """
@@ -29,7 +35,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.bus import EventBus
+from gateway.cluster.events import RemoteTurnFinished
 from gateway.expression.service import SentenceExpressed
+from gateway.screens.hub import RemoteScreenMessage
 from gateway.voice.events import ReplyEnded, Transcribed, TurnFailed, TurnFinished
 
 log = logging.getLogger(__name__)
@@ -38,6 +46,7 @@ MAX_DEVICES = 256
 MAX_REPLY_S = 60.0
 MAX_AUDIO_BYTES = 48 * 1024 * 1024
 LISTENER_QUEUE = 64
+MAX_REMOTE_SENTENCES = 200  # of one turn another member serves (the texts are kept, no audio)
 
 
 @dataclass(eq=False)
@@ -53,6 +62,7 @@ class TalkTurn:
     aborted: bool = False  # barged in
     failed: str = ""  # the error code of a failed reply
     done: bool = False  # TurnFinished was seen
+    gateway: str = ""  # cluster mode: the member that served it ("" = this gateway; its audio stays there)
     rate: int = 0  # the reply audio's sample rate
     pcm: bytearray = field(default_factory=bytearray)  # int16 mono, the reply's sentences in order
     pieces: list[tuple[str, int]] = field(default_factory=list)  # (sentence text, its bytes in pcm)
@@ -67,7 +77,7 @@ class TalkTurn:
                 "answered": self.answered, "latency_ms": None if self.latency_ms is None else round(self.latency_ms),
                 "brain": self.brain, "aborted": self.aborted, "failed": self.failed, "done": self.done,
                 "audio_seconds": round(self.audio_seconds, 2) if audio else 0,
-                "audio": f"talk/audio?id={self.id}" if audio else None}
+                "audio": f"talk/audio?id={self.id}" if audio else None, "gateway": self.gateway or None}
 
     def wav(self) -> bytes:
         out = io.BytesIO()
@@ -112,7 +122,8 @@ class TalkLog:
 
     # ---- what the bus tells ----
     async def consume(self, bus: EventBus) -> None:
-        sub = bus.subscribe(Transcribed, SentenceExpressed, ReplyEnded, TurnFailed, TurnFinished, name="console-talk")
+        sub = bus.subscribe(Transcribed, SentenceExpressed, ReplyEnded, TurnFailed, TurnFinished,
+                            RemoteScreenMessage, RemoteTurnFinished, name="console-talk")
         try:
             async for event in sub:
                 try:
@@ -123,6 +134,12 @@ class TalkLog:
             sub.close()
 
     def on_event(self, event: object) -> None:
+        if isinstance(event, RemoteScreenMessage):
+            self._remote_message(event.gateway, event.message)
+            return
+        if isinstance(event, RemoteTurnFinished):
+            self._remote_finished(event)
+            return
         if isinstance(event, Transcribed):
             if event.text:
                 self._start(event.device_id, event.text)
@@ -130,8 +147,8 @@ class TalkLog:
         if not isinstance(event, (SentenceExpressed, ReplyEnded, TurnFailed, TurnFinished)):
             return
         turn = self._open.get(event.device_id)
-        if turn is None:
-            return  # an announcement, or a turn that began before the console listened
+        if turn is None or turn.gateway:
+            return  # an announcement, or a turn that began before the console listened (or elsewhere)
         if isinstance(event, SentenceExpressed):
             self._add_audio(turn, event.expression.text, event.pcm, event.sample_rate)
         elif isinstance(event, ReplyEnded):
@@ -150,11 +167,44 @@ class TalkLog:
             del self._open[turn.device_id]
             self._offer(turn)
 
-    def _start(self, device_id: str, said: str) -> None:
+    def _remote_message(self, gateway: str, message: dict[str, Any]) -> None:
+        """A screens' message of a turn `gateway` serves (gateway/screens/fay.py): transcript, sentence, reply end."""
+        data, device_id = message["Data"], message.get("Username")
+        key, text = data.get("Key"), data.get("Text")
+        if not isinstance(device_id, str) or not device_id or not isinstance(text, str):
+            return  # an alert (every member has it from PostgreSQL), a listen state: not a turn's
+        if key == "transcript":
+            if text:
+                self._start(device_id, text, gateway)
+            return
+        turn = self._open.get(device_id)
+        if turn is None or turn.gateway != gateway:
+            return  # a turn that began before the console listened
+        if key == "audio":  # its sentences so far (no audio): the reply shown until its end comes
+            if len(turn.pieces) < MAX_REMOTE_SENTENCES:
+                turn.pieces.append((text, 0))
+                turn.answered = " ".join(t for t, _ in turn.pieces)
+        elif key == "reply_end":
+            turn.answered = text or turn.answered
+            self._offer(turn)
+
+    def _remote_finished(self, event: RemoteTurnFinished) -> None:
+        turn = self._open.get(event.device_id)
+        if turn is None or turn.gateway != event.gateway:
+            return
+        turn.latency_ms, turn.brain = event.latency_ms, event.brain
+        turn.aborted = turn.aborted or event.aborted
+        turn.answered = turn.answered or event.reply
+        turn.done = True
+        del self._open[turn.device_id]
+        self._offer(turn)
+
+    def _start(self, device_id: str, said: str, gateway: str = "") -> None:
         if (previous := self._open.pop(device_id, None)) is not None:  # its end was never told
             previous.done = True
             self._offer(previous)
-        turn = TalkTurn(secrets.token_urlsafe(12), device_id, self._person_of(device_id), self._clock(), said)
+        turn = TalkTurn(secrets.token_urlsafe(12), device_id, self._person_of(device_id), self._clock(), said,
+                        gateway=gateway)
         turns = self._devices.pop(device_id, None) or deque()
         self._devices[device_id] = turns  # the most recently heard last
         if len(turns) >= self._per_device:

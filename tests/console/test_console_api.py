@@ -158,6 +158,7 @@ async def test_a_device_added_connects_with_its_credentials_and_its_readings_hav
         assert abs(live["since"] - time.time()) < 600  # (a timestamp, not a duration check)
         [registered] = [d for d in devices["registered"] if d["device_id"] == "bp-anna"]
         assert registered["name"] == "Anna's cuff" and registered["connected"] and registered["mapped"]
+        assert "cluster" not in devices and "served_by" not in registered  # a single box: no cluster columns
         await _send_reading(ws, 1, 152, 93)
     finally:
         await ws.close()

@@ -104,3 +104,44 @@ def test_after_a_barge_in_the_audio_keeps_only_the_sentences_that_began_to_play(
     [turn] = log.recent()
     assert turn.aborted and turn.audio_seconds == 3.0
     assert turn.as_dict()["answered"] == "Once upon a time. There was a box."
+
+
+def _across(device: str, said: str, reply: str, *, latency: float = 95.0) -> list[object]:
+    """What member gw-a's ClusterEvents publishes of one turn, as member gw-b's bus gets it."""
+    from gateway.cluster.events import ClusterEvents
+
+    sender, receiver, heard = ClusterEvents("gw-a", "gw"), ClusterEvents("gw-b", "gw"), []
+    events = [Transcribed(device, said), _said(device, reply, 0.5), ReplyEnded(device, reply, reply),
+              TurnFinished(device, TurnMetrics(device, endpoint_to_first_audio_ms=latency, brain="llm", reply=reply))]
+    for event in events:
+        if (out := sender.outgoing(event)) is not None:
+            receiver.incoming(device, out[1], heard.append)
+    return heard
+
+
+def test_another_members_turn_is_kept_without_audio_and_names_the_member() -> None:
+    log = TalkLog(lambda d: d, 2)
+    for event in _across("box", "How are you?", "Fine, thanks."):
+        log.on_event(event)
+    [turn] = log.recent()
+    d = turn.as_dict()
+    assert (d["said"], d["answered"], d["brain"], d["latency_ms"], d["gateway"]) == ("How are you?", "Fine, thanks.", "llm", 95, "gw-a")
+    assert d["done"] and d["audio"] is None and d["audio_seconds"] == 0 and not turn.pcm
+    for i in range(3):  # the same per-device bound as this gateway's own turns
+        for event in _across("box", f"question {i}", "Fine."):
+            log.on_event(event)
+    assert [t.said for t in log.recent()] == ["question 2", "question 1"]
+    _turn(log, "own-box", "Hello")  # this gateway's own: no member named
+    assert log.recent(device="own-box")[0].as_dict()["gateway"] is None
+
+
+def test_a_turn_event_from_another_member_that_is_no_turn_event_is_logged_and_dropped(caplog) -> None:
+    from gateway.cluster.events import ClusterEvents
+
+    heard: list[object] = []
+    events = ClusterEvents("gw-b", "gw")
+    events.incoming("box", b'{"gateway": "gw-a", "finished": {"device": "box", "latency_ms": "soon"}}', heard.append)
+    events.incoming("box", b'{"gateway": "gw-a", "finished": []}', heard.append)
+    events.incoming("box", b'{"gateway": "gw-b", "finished": {"device": "box"}}', heard.append)  # its own
+    assert heard == [] and caplog.text.count("cluster gw-b: ignored a turn event on events/box") == 2
+    assert "latency_ms 'soon' is not a number" in caplog.text

@@ -1,4 +1,5 @@
 // The console's Devices page: boxes waiting for activation, connected, registered; add a device;
+// in cluster mode, which member serves each device of the cluster;
 // which person each device belongs to (its memory and conversation).
 "use strict";
 const SOURCE = {console: "set here", "gateway.yaml": "gateway.yaml", own: "own memory"};
@@ -47,6 +48,15 @@ async function loadDevices() {
     cell(tr, personEditor(r));
     cell(tr, button("Remove", () => { if (confirm(`Remove ${r.device_id}? It can no longer connect.`)) write("devices/remove", {device_id: r.device_id}); }, "danger"));
   });
+  $("cluster").classList.toggle("hidden", !d.cluster);  // cluster mode only: which member serves each device
+  if (d.cluster) {
+    $("cluster-member").textContent = `this gateway is member ${d.cluster.member}`;
+    fill("cluster-devices", "cluster-none", d.cluster.devices, (tr, c) => {
+      cell(tr, c.device_id); cell(tr, c.online ? "online" : "offline");
+      cell(tr, c.gateway ? c.gateway + (c.gateway === d.cluster.member ? " (this gateway)" : "") : "nobody now", "served-by");
+      cell(tr, c.since ? when(c.since) : "");
+    });
+  }
 }
 
 $("add").addEventListener("submit", (event) => {

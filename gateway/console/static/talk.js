@@ -21,6 +21,7 @@ function keepTurn(t) {
 }
 
 function audioOf(t) {
+  if (t.gateway) return t.done ? `audio on ${t.gateway}` : "";  // cluster mode: another member served it, its audio stays there
   if (!t.audio) return "";
   let a = talkAudio.get(t.id);
   if (!a) {

@@ -1,0 +1,96 @@
+"""The console of every member follows every device: a turn served by one member is on another's Talk page.
+
+Two member processes with their LAN screens and the web console on (fake voice engines: the turn's
+content is what is checked, not the models) behind a real mosquitto, on the embedded PostgreSQL.
+An emulated MQTT voice box is served by one of them; an admin logged in to the other member's
+console has its live WebSocket open. The box asks a question; the live socket gets the turn
+(transcript, reply, brain and latency, naming the member that served it, no audio: that stays on
+the serving member), the Talk API keeps it, and the Devices API names the serving member.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import pytest
+from websockets.asyncio.client import connect
+
+from gateway.cli.cluster_rig import ClusterRig
+from gateway.cli.cluster_voice_box import ClusterVoiceBox
+from gateway.links.mosquitto import find_mosquitto
+from tests.console.conftest import Client
+from tests.links.conftest import free_port
+
+pytestmark = pytest.mark.skipif(find_mosquitto() is None, reason="needs mosquitto (Debian package mosquitto)")
+
+MEMBERS = ["gw-a", "gw-b"]
+BOX = "console-box-1"
+PASSWORD = "cluster console password"
+
+
+async def finished_turn(ws, device_id: str) -> tuple[list[dict], dict]:
+    """Every turn update of `device_id` until its turn is done (the updates, the last)."""
+    updates = []
+    async with asyncio.timeout(30):
+        while True:
+            message = json.loads(await ws.recv())
+            if message["type"] == "turn" and message["turn"]["device_id"] == device_id:
+                updates.append(message["turn"])
+                if message["turn"]["done"]:
+                    return updates, message["turn"]
+
+
+async def test_a_turn_served_by_one_member_is_live_on_the_others_console_which_names_the_member(
+        postgres_dsn, tmp_path: Path, fake_speak):
+    rig = ClusterRig(tmp_path, postgres_dsn)
+    rig.start_broker()
+    ports = {m: free_port() for m in MEMBERS}
+    box = ClusterVoiceBox(BOX)
+    try:
+        await rig.start_members(MEMBERS, {m: {"screens_port": ports[m], "console_password": PASSWORD} for m in MEMBERS})
+        await rig.observe()
+        await box.connect("127.0.0.1", rig.broker_port)
+        await box.welcomed(timeout=30)
+        async with asyncio.timeout(10):  # the observer hears the Welcome beside the box
+            while (server := rig.observer.holder_at(BOX, time.monotonic())) is None:
+                await asyncio.sleep(0.05)
+        (other,) = set(MEMBERS) - {server}
+        admin = Client(f"127.0.0.1:{ports[other]}")
+        assert (await admin.login(PASSWORD)).status == 200
+        refused = await Client(admin.host).request("GET", "/console/api/talk")
+        async with connect(f"ws://{admin.host}/console/api/live", additional_headers={"Cookie": admin.cookie},
+                           origin=f"http://{admin.host}", open_timeout=10) as live:
+            assert json.loads(await live.recv()) == {"type": "ready"}
+            audio, rate = fake_speak("Thank you, goodbye.")
+            (updates, turn), result = await asyncio.gather(finished_turn(live, BOX), box.ask(audio, rate, timeout=30))
+        talk = (await admin.request("GET", f"/console/api/talk?device={BOX}")).json()
+        async with asyncio.timeout(10):  # the directory record of the lease, retained on the broker
+            while True:
+                devices = (await admin.request("GET", "/console/api/devices")).json()
+                entry = next((d for d in devices["cluster"]["devices"] if d["device_id"] == BOX), None)
+                if entry is not None and entry["gateway"] is not None:
+                    break
+                await asyncio.sleep(0.1)
+        own = Client(f"127.0.0.1:{ports[server]}")
+        assert (await own.login(PASSWORD)).status == 200
+        served_talk = (await own.request("GET", f"/console/api/talk?device={BOX}")).json()
+    finally:
+        await box.close()
+        await rig.stop()
+
+    assert refused.status == 401  # the Talk API of the other member needs its session like any
+    assert "bye" in turn["said"].lower() and updates[0]["said"] == turn["said"] and not updates[0]["done"]
+    assert turn["answered"] == result.reply_text == "You are welcome. Goodbye!"
+    assert turn["gateway"] == server and turn["audio"] is None and turn["audio_seconds"] == 0
+    assert turn["brain"] == "local" and turn["latency_ms"] is not None and turn["latency_ms"] > 0
+    assert not turn["aborted"] and not turn["failed"]
+    assert [t["id"] for t in talk["turns"]] == [turn["id"]] and talk["turns"][0] == turn
+    # the serving member keeps the turn with its audio
+    (mine,) = served_talk["turns"]
+    assert mine["gateway"] is None and mine["audio"] and mine["answered"] == turn["answered"]
+    assert devices["cluster"]["member"] == other
+    assert entry == entry | {"online": True, "gateway": server} and entry["epoch"] >= 1
+    assert f"cluster {other}: ignored" not in rig.log(other)
