@@ -6,7 +6,9 @@ box wait while a core is idle. An engine shared by the pool's threads must allow
 (`thread_safe`: onnxruntime sessions run concurrent `run` calls, piper serialises only its espeak
 phonemizer, both share their weights); one that does not runs one call at a time. Who runs next is
 `gateway/engines/admission.py`: earliest deadline first, a bounded waiting line for new turns.
-VAD detectors are per device session (`vad.clone()`), so each is entered by one call at a time.
+VAD detectors are per device session (`vad.clone()`), so each is entered by one call at a time;
+a VAD that decides many detectors in one call (Silero) gets every device's waiting windows in one
+call (gateway/engines/vad_batch.py).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 
 from gateway.engines.admission import Admission
 from gateway.engines.base import AsrEngine, SynthChunk, TtsEngine, VadEngine
+from gateway.engines.vad_batch import BatchVad, VadBatcher
 from gateway.engines.wake_word import WakeDetection, WakeWordDetector, WakeWordEngine
 
 T = TypeVar("T")
@@ -59,12 +62,16 @@ class EngineRunner:
         self._asr_pool = ThreadPoolExecutor(self.asr_admission.workers, thread_name_prefix="asr")
         self._clone_pool = ThreadPoolExecutor(1, thread_name_prefix="vad-clone")  # never delays a VAD decision
         self._tts_pool = ThreadPoolExecutor(self.tts_admission.workers, thread_name_prefix="tts")
+        self._vad_batcher = VadBatcher(vad, self._vad_pool) if isinstance(vad, BatchVad) else None
 
     async def _run(self, pool: ThreadPoolExecutor, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
 
     async def vad_windows(self, detector: VadEngine, windows: list[np.ndarray]) -> list[bool]:
-        """Speech decisions for consecutive windows (one executor hop for the whole batch)."""
+        """Speech decisions for consecutive windows (one executor hop for the whole batch; with a
+        batching VAD, one for every device's windows waiting at that moment)."""
+        if self._vad_batcher is not None:
+            return await self._vad_batcher.decide(detector, windows)
         return await self._run(self._vad_pool, lambda: [detector.is_speech(w) for w in windows])
 
     async def _admitted(self, admission: Admission, pool: ThreadPoolExecutor, who: str, deadline: float | None,
@@ -119,5 +126,7 @@ class EngineRunner:
         return await self._run(self._vad_pool, detector.process, pcm16)
 
     def close(self) -> None:
+        if self._vad_batcher is not None:
+            self._vad_batcher.close()
         for pool in (self._vad_pool, self._clone_pool, self._asr_pool, self._tts_pool):
             pool.shutdown(wait=False, cancel_futures=True)

@@ -64,6 +64,12 @@ def silero_session(model_path: Path) -> onnxruntime.InferenceSession:
     return session
 
 
+def _checked(window: np.ndarray) -> np.ndarray:
+    if window.shape != (WINDOW,):
+        raise ValueError(f"VAD window must be {WINDOW} samples, got shape {window.shape}")
+    return np.ascontiguousarray(window, dtype=np.float32)
+
+
 class SileroVad:
     """VadEngine: `is_speech(window)` on 512 float32 samples at 16 kHz. One detector per device
     session (`clone()`); detectors share the loaded model and may run on different threads, each
@@ -86,13 +92,36 @@ class SileroVad:
         self.reset()
 
     def is_speech(self, window: np.ndarray) -> bool:
-        if window.shape != (WINDOW,):
-            raise ValueError(f"VAD window must be {WINDOW} samples, got shape {window.shape}")
-        samples = np.ascontiguousarray(window, dtype=np.float32)
+        samples = _checked(window)
         frame = np.concatenate((self._context, samples))[None, :]
         prob, self._state = self._session.run(None, {"input": frame, "state": self._state, "sr": self._sr})
         self._context = samples[-CONTEXT:].copy()
         return self._smoothed(float(prob.reshape(-1)[0]))
+
+    def decide_many(self, requests: list[tuple["SileroVad", list[np.ndarray]]]) -> list[list[bool]]:
+        """`is_speech` for several detectors' consecutive windows at once, each detector at most once
+        in `requests`: one onnxruntime run per window step for every detector of one model (clones
+        share it) that has a window at that step, the model's batch dimension carrying each
+        detector's own state. ~2x less CPU per window at 4-8 detectors than one run each (2-core
+        VM); the same states and decisions as `is_speech` (tests/engines/test_silero_vad_engine.py)."""
+        decisions: list[list[bool]] = [[] for _ in requests]
+        models: dict[int, list[int]] = {}  # id(session) -> the requests of its detectors
+        for i, (detector, _) in enumerate(requests):
+            models.setdefault(id(detector._session), []).append(i)
+        for indices in models.values():
+            session = requests[indices[0]][0]._session
+            steps = max(len(requests[i][1]) for i in indices)
+            for step in range(steps):
+                active = [(i, requests[i][0], _checked(requests[i][1][step])) for i in indices
+                          if len(requests[i][1]) > step]
+                frames = np.stack([np.concatenate((d._context, w)) for _, d, w in active])
+                states = np.concatenate([d._state for _, d, _ in active], axis=1)
+                probs, new_states = session.run(None, {"input": frames, "state": states, "sr": self._sr})
+                for row, (i, detector, samples) in enumerate(active):
+                    detector._state = np.ascontiguousarray(new_states[:, row : row + 1, :])
+                    detector._context = samples[-CONTEXT:].copy()
+                    decisions[i].append(detector._smoothed(float(probs[row, 0])))
+        return decisions
 
     def _smoothed(self, prob: float) -> bool:
         """sherpa-onnx's SileroVadModel::IsSpeech decision on one window's probability."""

@@ -125,6 +125,50 @@ def test_two_sessions_interleaved_decide_as_each_would_alone(vad: SileroVad, spe
     assert [y for _, y in together] == alone_other
 
 
+@pytest.mark.parametrize("noise", [0.0, 0.05])
+def test_many_detectors_decided_together_decide_as_each_would_alone(vad: SileroVad, speech16k, noise: float) -> None:
+    """decide_many (every box's windows in one run per step, gateway/engines/vad_batch.py): the same
+    decisions and states as is_speech, with 1 or 2 windows per detector per call and a detector
+    that sits a call out."""
+    one = _conversation(speech16k)
+    rng = np.random.default_rng(11)
+    streams = [np.roll(one, shift) + rng.standard_normal(len(one)).astype(np.float32) * noise
+               for shift in (0, 5000, 11000, 17000)]
+    alone = [vad.clone() for _ in streams]
+    together = [vad.clone() for _ in streams]
+    expected: list[list[bool]] = [[] for _ in streams]
+    got: list[list[bool]] = [[] for _ in streams]
+    position = [0] * len(streams)
+    windows = (len(one) - 511) // 512
+    for call in range(10_000):
+        requests, who = [], []
+        for k, audio in enumerate(streams):
+            if (call + k) % 5 == 4 or position[k] >= windows:
+                continue  # this box sent nothing this time
+            n = min(1 + (call + k) % 2, windows - position[k])
+            chunk = [audio[(position[k] + j) * 512 : (position[k] + j + 1) * 512] for j in range(n)]
+            position[k] += n
+            expected[k] += [alone[k].is_speech(w) for w in chunk]
+            requests.append((together[k], chunk))
+            who.append(k)
+        if not requests:
+            break
+        for k, decisions in zip(who, vad.decide_many(requests)):
+            got[k] += decisions
+    assert all(sum(e) > 60 for e in expected)  # both sentences are in every stream
+    assert got == expected
+    for a, b in zip(alone, together):
+        np.testing.assert_allclose(a._state, b._state, atol=1e-6)
+
+
+def test_detectors_of_another_model_are_decided_with_their_own(vad: SileroVad, speech16k) -> None:
+    speech = speech16k("Hello there, how are you doing today?")
+    other_model = SileroVad(vad.model_path)  # its own session
+    a, b = vad.clone(), other_model.clone()
+    chunk = [speech[i : i + 512] for i in range(0, 512 * 40, 512)]
+    assert vad.decide_many([(a, chunk), (b, chunk)]) == [_run(vad.clone(), speech[: 512 * 40])] * 2
+
+
 def test_clones_share_the_loaded_model(vad: SileroVad) -> None:
     a, b = vad.clone(), vad.clone()
     assert a._session is b._session is vad._session
