@@ -10,7 +10,9 @@ received, the 500 ms endpoint silence included), the gateway's own endpoint -> f
 transcripts' WER against the question text, the process CPU (gateway and boxes: one process), the
 main thread's share of it (`loop%`: the event loop's Python work, gateway and boxes, which holds
 the GIL: near 100% it, not the cores, is what the turns wait for), the process CPU per question
-answered (`CPU s/turn`: times the turn rate, what N boxes need of the cores) and RSS. Capacity = the largest
+answered (`CPU s/turn`: times the turn rate, what N boxes need of the cores), split by thread
+(the engines' pools, the loop where the boxes run too, onnxruntime's own threads:
+gateway/cli/bench_capacity_threads.py) and RSS. Capacity = the largest
 N whose p95 stays within 1.5x of N=1's. Then, separately, the worst
 case: N boxes whose questions end at the same instant.
 """
@@ -36,6 +38,7 @@ from firmware_protocol import (AudioChunk, AudioFormat, AudioStart, Error, Hello
 from gateway.app import Gateway, load_runner
 from gateway.audio.pcm import float_to_s16le, resample
 from gateway.brain.text import normalize
+from gateway.cli.bench_capacity_threads import GROUPS, cpu_by_group, thread_cpu
 from gateway.cli.bench_voice import _rss_mb, _synth, turn_metrics
 from gateway.config import GatewayConfig
 from gateway.engines.runner import EngineRunner
@@ -187,9 +190,11 @@ async def _round(url: str, tag: str, plans: list[list[tuple[float, str, np.ndarr
     before = len(metrics())
     waits0 = _waits(runner)
     boxes = [Box(url, f"cap-{tag}-{i}") for i in range(len(plans))]
+    threads0 = thread_cpu()
     cpu0, loop0, wall0, load0 = _cpu_s(), _loop_cpu_s(), time.monotonic(), _load()
     results = await asyncio.gather(*(b.run(p) for b, p in zip(boxes, plans)), return_exceptions=True)
     cpu, loop_cpu, wall = _cpu_s() - cpu0, _loop_cpu_s() - loop0, time.monotonic() - wall0
+    by_group = cpu_by_group(threads0, thread_cpu(), cpu)
     turns = [t for b in boxes for t in b.turns]
     lat = [t.latency_ms for t in turns if t.latency_ms is not None]
     errors, words = map(sum, zip(*(wer(t.question, t.transcript) for t in turns))) if turns else (0, 0)
@@ -209,6 +214,8 @@ async def _round(url: str, tag: str, plans: list[list[tuple[float, str, np.ndarr
             "cpu_pct": round(100 * cpu / wall), "loop_cpu_pct": round(100 * loop_cpu / wall),
             # process CPU (gateway and boxes) per question answered: what a turn costs the machine
             "cpu_s_per_turn": round(cpu / len(lat), 2) if lat else None,
+            # the same split by thread (bench_capacity_threads.py): the boxes run only on the loop
+            "cpu_s_per_turn_by_thread": {g: round(by_group[g] / len(lat), 3) for g in GROUPS} if lat else None,
             "rss_mb": round(_rss_mb()),
             "load": f"{load0:.1f}-{_load():.1f}", "failures": failed[:5], "failed": len(failed)}
 
@@ -284,6 +291,10 @@ def print_report(report: dict) -> None:
                   f"{r['gateway_p95_ms']:>6} {r['wer'] if r['wer'] is not None else '-':>5} {r['cpu_pct']:>5} "
                   f"{r['loop_cpu_pct']:>5} {r['cpu_s_per_turn'] or '-':>10} "
                   f"{r['rss_mb']:>6} {r['failed']:>4}  {r['load']}")
+        for r in rows:
+            if split := r.get("cpu_s_per_turn_by_thread"):
+                print(f"{r['boxes']:>3} CPU s/turn by thread: " + ", ".join(f"{g} {split[g]:.3f}" for g in GROUPS)
+                      + " (the boxes run on the loop; onnxruntime's own pool threads are in other)")
     print(f"\ncapacity: {report['capacity']} boxes (p95 within 1.5x of N=1: <= {report['deadline_ms']} ms)")
 
 
