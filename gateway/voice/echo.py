@@ -28,6 +28,8 @@ UNSURE (a quiet voice, or an echo the alignment still misses): the caller decide
 from __future__ import annotations
 
 import enum
+import threading
+from collections import deque
 
 import numpy as np
 
@@ -50,7 +52,12 @@ class EchoReference:
     def __init__(self, out_rate: int, keep_s: float = 3.0) -> None:
         self._resampler = StreamResampler(out_rate, RATE)
         self._keep = int(keep_s * RATE)
-        self._audio = np.zeros(0, np.float32)
+        # the reply audio sent, as pieces (joined when compared): a chunk sent every ~40 ms adds its
+        # own samples, not a copy of the whole 3 s reference. `verdict` runs on a thread while the
+        # loop goes on sending: the lock guards the pieces (held for a copy of 3 s at most).
+        self._pieces: deque[np.ndarray] = deque()
+        self._size = 0
+        self._lock = threading.Lock()
         self._play_end: float | None = None  # clock time at which the box has played all that was sent
 
     def played(self, pcm: bytes, now: float) -> None:
@@ -64,15 +71,27 @@ class EchoReference:
             gap = np.zeros(int(min(now - self._play_end, MAX_GAP_S) * RATE), np.float32)
             audio = np.concatenate([gap, audio])
         self._play_end = max(now, self._play_end or now) + audio.size / RATE
-        self._audio = np.concatenate([self._audio, audio])[-self._keep:]
+        if audio.size:
+            with self._lock:
+                self._pieces.append(audio)
+                self._size += audio.size
+                while self._size - self._pieces[0].size >= self._keep:  # older than the last keep_s
+                    self._size -= self._pieces.popleft().size
 
     @property
     def empty(self) -> bool:
-        return not self._audio.size
+        return not self._size
+
+    def _reference(self) -> np.ndarray:
+        """A copy of the last keep_s of reply audio sent."""
+        with self._lock:
+            if len(self._pieces) > 1:
+                self._pieces = deque([np.concatenate(self._pieces)])
+            return self._pieces[0][-self._keep:].copy() if self._pieces else np.zeros(0, np.float32)
 
     def similarity(self, mic: np.ndarray) -> float:
         """Peak normalized correlation (0..1) of `mic` (16 kHz float32) with the reference."""
-        return similarity(mic, self._audio.copy())
+        return similarity(mic, self._reference())
 
     def verdict(self, mic: np.ndarray, threshold: float, noise_power: float | None) -> Verdict:
         """Is `mic` the echo? ECHO when it correlates with the reference at `threshold` or more (as a
@@ -80,7 +99,7 @@ class EchoReference:
         (1 - similarity^2)) is no more than the room's noise (`noise_power`, per sample: the microphone
         between utterances) x NOISE_MARGIN: a quiet echo in noise correlates less, but a person's
         voice adds power the noise does not. UNSURE from UNSURE_FROM up to `threshold`, else VOICE."""
-        ref = self._audio.copy()
+        ref = self._reference()
         sim = similarity(mic, ref)
         if sim < threshold and mic.size >= PIECES * 160:
             sim = max(sim, cut_similarity(mic, ref))

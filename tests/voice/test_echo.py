@@ -80,7 +80,7 @@ def test_a_window_across_a_cut_the_reference_misplaced_is_still_the_echo(missing
     rng = np.random.default_rng(3)
     mic = (played * 0.5 + rng.normal(0, 0.003, played.size)).astype(np.float32)
     window = mic[cut - 2500 : cut + 1500]  # 250 ms across the cut
-    assert similarity(window, ref._audio) < 0.9  # as a whole it is not the echo
+    assert similarity(window, ref._reference()) < 0.9  # as a whole it is not the echo
     assert ref.verdict(window, 0.9, 0.003**2) is Verdict.ECHO
 
 
@@ -91,7 +91,7 @@ def test_a_voice_over_the_echo_across_a_cut_is_not_echo() -> None:
     mic = np.concatenate([a, np.zeros(RATE // 5, np.float32), b]) * 0.5  # the box played a 0.2 s gap
     mic[RATE - 4000 : RATE + 4000] += voice[:8000] * 0.5  # a person as loud as the echo, over the cut
     assert ref.verdict(mic[RATE - 2000 : RATE + 2000], 0.9, 1e-6) is Verdict.VOICE
-    assert cut_similarity(mic[RATE - 2000 : RATE + 2000], ref._audio) < 0.8
+    assert cut_similarity(mic[RATE - 2000 : RATE + 2000], ref._reference()) < 0.8
 
 
 @pytest.mark.parametrize("heard, echo", [("once upon a time there", True), ("a small robot that", True),
@@ -100,3 +100,16 @@ def test_a_voice_over_the_echo_across_a_cut_is_not_echo() -> None:
 def test_the_words_of_an_unsure_utterance_tell_its_echo_from_a_voice(heard: str, echo: bool) -> None:
     played = words_of("Once upon a time there was a small robot that lived in a very big house.")
     assert is_echo_of(heard, played) is echo
+
+
+def test_the_reference_is_the_last_seconds_sent_chunk_by_chunk() -> None:
+    """Chunks of 40 ms, 4 s of them: the reference is the last 3 s, as one array, in order."""
+    audio = speechlike(4.0, seed=9)
+    ref = EchoReference(RATE, keep_s=3.0)
+    step = RATE * 40 // 1000
+    for k, start in enumerate(range(0, audio.size, step)):
+        ref.played(pcm(audio[start : start + step]), k * 0.04)
+    expected = np.frombuffer(pcm(audio), "<i2").astype(np.float32) / 32768.0
+    np.testing.assert_array_equal(ref._reference(), expected[-3 * RATE :])
+    ref.played(pcm(audio[:step]), 4.0)  # more after a comparison: still the last 3 s
+    np.testing.assert_array_equal(ref._reference(), np.concatenate([expected, expected[:step]])[-3 * RATE :])
