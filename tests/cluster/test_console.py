@@ -5,13 +5,16 @@ content is what is checked, not the models) behind a real mosquitto, on the embe
 An emulated MQTT voice box is served by one of them; an admin logged in to the other member's
 console has its live WebSocket open. The box asks a question; the live socket gets the turn
 (transcript, reply, brain and latency, naming the member that served it, no audio: that stays on
-the serving member), the Talk API keeps it, and the Devices API names the serving member.
+the serving member), the Talk API keeps it, and the Devices API names the serving member; in a
+browser, the other member's Devices page names the serving member and its Talk page shows the turn
+with "audio on <member>" instead of a player.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -22,6 +25,7 @@ from gateway.cli.cluster_rig import ClusterRig
 from gateway.cli.cluster_voice_box import ClusterVoiceBox
 from gateway.links.mosquitto import find_mosquitto
 from tests.console.conftest import Client
+from tests.console.test_console_talk import ARGS, ARTIFACTS, CHROMIUM
 from tests.links.conftest import free_port
 
 pytestmark = pytest.mark.skipif(find_mosquitto() is None, reason="needs mosquitto (Debian package mosquitto)")
@@ -94,3 +98,53 @@ async def test_a_turn_served_by_one_member_is_live_on_the_others_console_which_n
     assert devices["cluster"]["member"] == other
     assert entry == entry | {"online": True, "gateway": server} and entry["epoch"] >= 1
     assert f"cluster {other}: ignored" not in rig.log(other)
+
+
+@pytest.mark.skipif(shutil.which(CHROMIUM) is None, reason="needs Debian chromium")
+async def test_the_other_members_console_pages_show_the_turn_and_the_serving_member(postgres_dsn, tmp_path: Path,
+                                                                                   fake_speak):
+    from playwright.async_api import async_playwright, expect
+
+    rig = ClusterRig(tmp_path, postgres_dsn)
+    rig.start_broker()
+    ports = {m: free_port() for m in MEMBERS}
+    box = ClusterVoiceBox(BOX)
+    try:
+        await rig.start_members(MEMBERS, {m: {"screens_port": ports[m], "console_password": PASSWORD} for m in MEMBERS})
+        await rig.observe()
+        await box.connect("127.0.0.1", rig.broker_port)
+        await box.welcomed(timeout=30)
+        async with asyncio.timeout(10):
+            while (server := rig.observer.holder_at(BOX, time.monotonic())) is None:
+                await asyncio.sleep(0.05)
+        (other,) = set(MEMBERS) - {server}
+        async with async_playwright() as pw:
+            browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+            try:
+                page = await browser.new_page()
+                errors: list[str] = []
+                page.on("pageerror", lambda e: errors.append(str(e)))
+                await page.goto(f"http://127.0.0.1:{ports[other]}/console")
+                await page.fill("#password", PASSWORD)
+                await page.click("button[type=submit]")
+                row = page.locator("#cluster-devices tbody tr", has_text=BOX)  # the Devices page, first shown
+                await expect(row.locator("td.served-by")).to_have_text(server, timeout=15_000)
+                await expect(page.locator("#cluster-member")).to_have_text(f"this gateway is member {other}")
+                ARTIFACTS.mkdir(exist_ok=True)
+                await page.screenshot(path=ARTIFACTS / "console-cluster-devices.png", full_page=True)
+                await page.click("nav button[data-page=conversations]")
+                await expect(page.locator("#c-live")).to_have_text("live", timeout=10_000)
+                audio, rate = fake_speak("Thank you, goodbye.")
+                result = await box.ask(audio, rate, timeout=30)
+                turn = page.locator("#c-table tbody tr", has_text=BOX)
+                await expect(turn.locator("td.audio")).to_have_text(f"audio on {server}", timeout=15_000)
+                await expect(turn).to_contain_text(result.reply_text)
+                await expect(turn.locator("td.brain")).to_have_text("local")
+                await expect(turn.locator("td.latency")).to_contain_text(" ms")
+                await page.screenshot(path=ARTIFACTS / "console-cluster-talk.png", full_page=True)
+                assert await turn.locator("audio").count() == 0 and errors == []
+            finally:
+                await browser.close()
+    finally:
+        await box.close()
+        await rig.stop()
