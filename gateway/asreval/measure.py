@@ -1,5 +1,5 @@
-"""Run one ASR engine over the evaluation set: WER and speed per condition, whole files and
-through the gateway's VAD and endpointing.
+"""Run one ASR engine over the evaluation set: WER and speed per condition, whole files,
+through the gateway's VAD and endpointing, and cut to the question.
 
 Conditions: clean, then 20 / 10 / 5 dB SNR; at each SNR the noise kind goes round by clip
 (white, pink, babble, white, ...), so every SNR has all three kinds in equal parts.
@@ -8,8 +8,14 @@ Conditions: clean, then 20 / 10 / 5 dB SNR; at each SNR the noise kind goes roun
 recording. `vad`: the clip is streamed in `audio.chunk_ms` chunks through a Listener (the
 session's Silero VAD clone, Endpointer and pre-roll from the `vad` section), exactly as a voice
 session hears a device; every utterance it ends is transcribed, and the clip's transcript is
-their words in order. A clip "survives" when the VAD hands at least one utterance to the ASR.
-RTF is decode time over the decoded audio's length (the utterances for `vad`).
+their words in order. A clip "survives" when the VAD hands at least one utterance to the ASR;
+it is "endpointed" when every utterance ended by the endpointer's trailing silence, not only
+because the clip ended (a live session would still be waiting: in continuous babble the VAD
+hears the background talkers as speech and the endpoint never comes). `speech`: the noisy clip
+cut where the question is (the set knows), with `vad.preroll_ms` before and
+`vad.trailing_silence_ms` after it, what a perfect endpointer would hand the ASR: the ASR's
+own errors, without the VAD's. RTF is decode time over the decoded audio's length (the
+utterances for `vad`); `utterance_ratio` is that audio over the clips' speech.
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ class Score:
     audio_s: float = 0.0
     decodes: int = 0
     survived: int = 0  # vad path: clips that reached the ASR
+    endpointed: int = 0  # vad path: clips whose utterances all ended by trailing silence
+    speech_s: float = 0.0  # seconds of question in the clips (utterance_ratio's denominator)
 
     @property
     def wer(self) -> float:
@@ -53,6 +61,11 @@ class Score:
     @property
     def ms_per_decode(self) -> float:
         return 1000 * self.decode_s / self.decodes if self.decodes else float("nan")
+
+    @property
+    def utterance_ratio(self) -> float:
+        """Decoded audio over the questions' audio (~1.3 when the endpoints are right)."""
+        return self.audio_s / self.speech_s if self.speech_s else float("nan")
 
     @property
     def empty(self) -> int:
@@ -74,7 +87,21 @@ async def _timed(runner: EngineRunner, audio: np.ndarray, score: Score) -> str:
     return text
 
 
-async def through_vad(cfg: GatewayConfig, runner: EngineRunner, vad: VadEngine, audio: np.ndarray) -> list[np.ndarray]:
+@dataclass(frozen=True)
+class Heard:
+    utterances: list[np.ndarray]
+    endpointed: bool  # no utterance was still open when the audio ended
+
+
+def speech_span(cfg: GatewayConfig, clip: Clip, audio: np.ndarray) -> np.ndarray:
+    """`audio` (the clip, maybe noisy) from vad.preroll_ms before the question to
+    vad.trailing_silence_ms after it: what a perfect endpointer hands the ASR."""
+    before = RATE * cfg.vad.preroll_ms // 1000
+    after = RATE * cfg.vad.trailing_silence_ms // 1000
+    return audio[max(0, clip.speech.start - before) : clip.speech.stop + after]
+
+
+async def through_vad(cfg: GatewayConfig, runner: EngineRunner, vad: VadEngine, audio: np.ndarray) -> Heard:
     """The utterances a voice session would hand to the ASR for this audio (16 kHz)."""
     v = cfg.vad
     listener = Listener(runner, vad.clone(),
@@ -89,9 +116,10 @@ async def through_vad(cfg: GatewayConfig, runner: EngineRunner, vad: VadEngine, 
                 utterances.append(listener.utterance_audio())
                 listener.end_utterance()
     pending = listener.utterance_audio()
-    if listener.force_endpoint() and pending.size:  # the stream ended mid-utterance
+    cut = listener.force_endpoint() and pending.size > 0  # the stream ended mid-utterance
+    if cut:
         utterances.append(pending)
-    return utterances
+    return Heard(utterances, not cut)
 
 
 async def evaluate(cfg: GatewayConfig, asr: AsrEngine, vad: VadEngine, clips: list[Clip],
@@ -105,14 +133,22 @@ async def evaluate(cfg: GatewayConfig, asr: AsrEngine, vad: VadEngine, clips: li
                 audio = condition_audio(clip, snr, clips)
                 if "whole" in paths:
                     s = scores.setdefault((snr, "whole"), Score())
+                    s.speech_s += (clip.speech.stop - clip.speech.start) / RATE
                     s.refs.append(clip.text)
                     s.hyps.append(await _timed(runner, audio, s))
                 if "vad" in paths:
                     s = scores.setdefault((snr, "vad"), Score())
-                    utterances = await through_vad(cfg, runner, vad, audio)
-                    s.survived += bool(utterances)
+                    heard = await through_vad(cfg, runner, vad, audio)
+                    s.survived += bool(heard.utterances)
+                    s.endpointed += bool(heard.utterances) and heard.endpointed
+                    s.speech_s += (clip.speech.stop - clip.speech.start) / RATE
                     s.refs.append(clip.text)
-                    s.hyps.append(" ".join([await _timed(runner, u, s) for u in utterances]))
+                    s.hyps.append(" ".join([await _timed(runner, u, s) for u in heard.utterances]))
+                if "speech" in paths:
+                    s = scores.setdefault((snr, "speech"), Score())
+                    s.speech_s += (clip.speech.stop - clip.speech.start) / RATE
+                    s.refs.append(clip.text)
+                    s.hyps.append(await _timed(runner, speech_span(cfg, clip, audio), s))
     finally:
         runner.close()
     return scores

@@ -3,8 +3,10 @@
 Builds the evaluation set (gateway/asreval: 40 held-out sentences, the piper voice at several
 speeds and espeak-ng voices, white/pink/babble noise at 20/10/5 dB SNR; nothing is read from
 disk but the models), runs every engine of `--engines` over it, whole files and through the
-gateway's VAD/endpointing, and prints per engine and SNR: WER, empty transcripts, RTF, ms per
-decode, and how many utterances reached the ASR; `--detail` adds WER per speaker kind and noise
+gateway's VAD/endpointing (and, with `--paths speech`, cut to the question as a perfect
+endpointer would), and prints per engine and SNR: WER, empty transcripts, RTF, ms per decode,
+how many utterances reached the ASR, how many were ended by the endpointer (not only by the end
+of the clip), and the decoded audio over the questions' audio; `--detail` adds WER per speaker kind and noise
 kind and each misheard utterance (gateway/asreval/detail.py). `--rss` adds each engine's resident memory
 (loaded and warm, in a fresh process). The score that picks the default ASR (docs/CONFIG.md,
 asr.engine) is printed last.
@@ -20,6 +22,7 @@ import asyncio
 import json
 import math
 import os
+import sys
 import wave
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
@@ -38,6 +41,7 @@ from gateway.engines.factory import load_asr, load_vad
 from gateway.engines.store import ModelStore
 
 DEFAULT_ENGINES = "moonshine,whisper,whisper:window=30s"
+PATHS = ("whole", "vad", "speech")
 TARGETS = {"wer_clean": 0.05, "wer_10db": 0.10, "rtf": 0.15}
 
 
@@ -86,7 +90,8 @@ def cost(s: dict[str, float]) -> float:
 def _row(name: str, snr: float | None, path: str, sc: Score, n: int) -> dict[str, Any]:
     return {"engine": name, "snr_db": snr, "path": path, "wer": round(sc.wer, 4), "empty": sc.empty,
             "rtf": round(sc.rtf, 4), "ms_per_decode": round(sc.ms_per_decode, 1),
-            "reached_asr": sc.survived if path == "vad" else n, "clips": n}
+            "reached_asr": sc.survived if path == "vad" else n, "endpointed": sc.endpointed if path == "vad" else n,
+            "utterance_ratio": round(sc.utterance_ratio, 3), "clips": n}
 
 
 def _save(clips: list, folder: Path) -> None:
@@ -105,6 +110,10 @@ def _save(clips: list, folder: Path) -> None:
 
 def run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
     say = (lambda _: None) if args.json else (lambda m: print(m, flush=True))
+    paths = tuple(filter(None, args.paths.split(",")))
+    if not paths or set(paths) - set(PATHS):
+        print(f"error: --paths {args.paths!r}: give one or more of {', '.join(PATHS)}", file=sys.stderr)
+        return 2
     clips = render(cfg, args.limit, tuple(args.voices.split(",")), say)
     if args.save:
         _save(clips, Path(args.save))
@@ -118,16 +127,17 @@ def run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
         ecfg = _with_asr(cfg, asr_of(spec, cfg))
         say(f"== {spec}: loading")
         asr = load_asr(ecfg, store)
-        scores = asyncio.run(evaluate(ecfg, asr, vad, clips, tuple(args.paths.split(","))))
+        scores = asyncio.run(evaluate(ecfg, asr, vad, clips, paths))
         del asr
         for (snr, path), sc in scores.items():
             rows.append(_row(spec, snr, path, sc, len(clips)))
             if not args.json:
                 r = rows[-1]
-                say(f"  {'clean' if snr is None else f'{snr:g} dB':>6} {path:5}  WER {r['wer']:.3f}  empty "
+                say(f"  {'clean' if snr is None else f'{snr:g} dB':>6} {path:6}  WER {r['wer']:.3f}  empty "
                     f"{r['empty']:2}/{len(clips)}  RTF {r['rtf']:.3f}  {r['ms_per_decode']:6.0f} ms/decode  "
-                    f"reached ASR {r['reached_asr']}/{len(clips)}")
-        key = "vad" if "vad" in args.paths else "whole"
+                    f"reached ASR {r['reached_asr']}/{len(clips)}  endpointed {r['endpointed']}/{len(clips)}  "
+                    f"audio/speech {r['utterance_ratio']:.2f}")
+        key = next(p for p in ("vad", "whole", "speech") if p in paths)  # the score's path
         if args.detail:
             details[spec] = groups = breakdown(clips, scores, key)
             if not args.json:
@@ -166,7 +176,8 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                    f"(asr keys; default {DEFAULT_ENGINES}; `configured` = gateway.yaml's asr)")
     b.add_argument("--limit", type=int, help="only the first N sentences (default all 40)")
     b.add_argument("--voices", default="piper,espeak-ng", help="voice engines to use (default piper,espeak-ng)")
-    b.add_argument("--paths", default="whole,vad", help="whole (the file), vad (through the endpointing), or both")
+    b.add_argument("--paths", default="whole,vad", help="comma-separated: whole (the file), vad (through the "
+                   "endpointing), speech (cut to the question with the VAD's pre-roll and trailing silence)")
     b.add_argument("--rss", action="store_true", help="also each engine's RSS, loaded and warm, in a fresh process")
     b.add_argument("--save", metavar="DIR", help="also write the set as 16-bit WAVs (+ transcripts.tsv) to DIR")
     b.add_argument("--detail", action="store_true", help="also WER per speaker kind and noise kind, and every "
