@@ -16,7 +16,9 @@ The reference is one box on one member (M=1, N=1): its p95 of end of input -> fi
 gw-c added to the running ones), N grows from M by `--step` boxes (default M: one more per
 member) until a round's p95 passes the deadline or a turn fails; the boxes at the deadline for M
 are the last N that held. Each round has fresh boxes (new device ids, placed by the cluster's
-rendezvous hashing: the spread per member is printed) and at least `--turns` questions. Printed
+rendezvous hashing; their ids are chosen so that it spreads them round robin, box i on member
+i mod M, so the line measures the members' budgets, not the hash's luck with a few ids: the
+spread seen is printed) and at least `--turns` questions. Printed
 per round: p50/p95/max, the CPU each member used (cores, from /proc) and the time its quota
 throttled it, the bench process's own CPU (the boxes) and the load average.
 """
@@ -44,6 +46,7 @@ from gateway.cli.bench_capacity import QUESTIONS, RATE, SEED, Box, conversation_
 from gateway.cli.cgroup_quota import CgroupUnavailable, CpuController, CpuGroup, cpu_controller, process_cpu_s
 from gateway.cli.cluster_rig import ClusterRig
 from gateway.cli.cluster_voice_box import ClusterVoiceBox
+from gateway.cluster.rendezvous import owner
 
 DEADLINE_FACTOR = 1.5  # bench-capacity's: p95 within 1.5x of one box's
 SETTLE_S = 5.0  # after a member joins: > 2 heartbeats (2 s), so every member places with it
@@ -88,9 +91,22 @@ def _own_cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def balanced_ids(tag: str, n: int, members: list[str]) -> list[str]:
+    """`n` device ids that the cluster's rendezvous hashing places round robin over `members` (box
+    i on member i mod M), so that a round measures the members' capacity, not the hash's luck."""
+    ids: list[str] = []
+    k = 0
+    for i in range(n):
+        while owner(candidate := f"vox-{tag}-{k:03d}", members) != members[i % len(members)]:
+            k += 1
+        ids.append(candidate)
+        k += 1
+    return ids
+
+
 async def _round(rig: ClusterRig, groups: dict[str, CpuGroup], tag: str, n: int, spoken, turns: int, spread_s: float,
                  rng: random.Random) -> dict[str, Any]:
-    voices = [ClusterVoiceBox(f"vox-{tag}-{i:02d}", prefix=rig.prefix) for i in range(n)]
+    voices = [ClusterVoiceBox(d, prefix=rig.prefix) for d in balanced_ids(tag, n, sorted(groups))]
     try:
         await asyncio.gather(*(v.connect("127.0.0.1", rig.broker_port) for v in voices))
         await asyncio.gather(*(v.welcomed(timeout=30) for v in voices))

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.cli.bench_cluster_voice import measure
+from gateway.cli.bench_cluster_voice import balanced_ids, measure
+from gateway.cluster.rendezvous import owner
 from gateway.cli.cgroup_quota import CgroupUnavailable, cpu_controller, process_cpu_s
 from gateway.links.mosquitto import find_mosquitto
 
@@ -29,6 +30,13 @@ def _controller_or_skip():
         return cpu_controller()
     except CgroupUnavailable as exc:
         pytest.skip(str(exc))
+
+
+def test_the_boxes_ids_are_placed_round_robin_by_the_clusters_hashing() -> None:
+    members = ["gw-a", "gw-b", "gw-c"]
+    ids = balanced_ids("m3n7", 7, members)
+    assert len(set(ids)) == 7
+    assert [owner(d, members) for d in ids] == ["gw-a", "gw-b", "gw-c", "gw-a", "gw-b", "gw-c", "gw-a"]
 
 
 def test_no_usable_controller_is_named_with_the_reason(tmp_path: Path) -> None:
