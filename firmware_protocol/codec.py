@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 from .errors import ErrorCode, ProtocolError, malformed
@@ -39,10 +40,21 @@ def decode(data: bytes | bytearray | memoryview | str) -> Message:
             ErrorCode.UNKNOWN_MESSAGE_TYPE, f"unknown message type 0x{data[0]:02x}{note}"
         )
     reader = Reader(data, 1)
-    values = [spec.read(reader, label) for _, spec, label in checked_fields(cls)]
+    fields = checked_fields(cls)
+    values = [spec.read_checked(reader, label) for _, spec, label in fields]
     if reader.remaining:
         raise malformed(f"{cls.__name__}: {reader.remaining} trailing bytes after the last field")
-    return cls(*values)  # in wire order, which is the dataclass's field order; __post_init__ checks each
+    if cls.__post_init__ is not Message.__post_init__:  # checks of its own: through __init__
+        return cls(*values)  # (in wire order, which is the dataclass's field order)
+    # Every field is checked already (read_checked): __init__ and __post_init__ would check again.
+    msg = object.__new__(cls)
+    msg.__dict__.update(zip(_names(cls), values))
+    return msg
+
+
+@functools.cache
+def _names(cls: type[Message]) -> tuple[str, ...]:
+    return tuple(name for name, _ in wire_fields(cls))
 
 
 def to_dict(msg: Message) -> dict[str, Any]:

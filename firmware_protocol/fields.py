@@ -76,6 +76,11 @@ class FieldSpec:
     def read(self, reader: Reader, label: str) -> Any:
         raise NotImplementedError
 
+    def read_checked(self, reader: Reader, label: str) -> Any:
+        """`read`, then `check`: the value as a message holds it (`decode` builds messages from
+        these). A spec whose read values can fail fewer checks skips the ones they always pass."""
+        return self.check(label, self.read(reader, label))
+
     def to_json(self, value: Any) -> Any:
         return value
 
@@ -109,6 +114,9 @@ class UInt(FieldSpec):
     def read(self, reader: Reader, label: str) -> Any:
         return int.from_bytes(reader.take(self.size, label), "big")
 
+    def read_checked(self, reader: Reader, label: str) -> Any:
+        return self.read(reader, label)  # an int of `size` bytes is always in 0..2**bits-1
+
 
 class Flags(UInt):
     """An unsigned integer holding an IntFlag; unknown bits are kept."""
@@ -116,6 +124,8 @@ class Flags(UInt):
     def __init__(self, flag_type: type[IntFlag], bits: int) -> None:
         super().__init__(bits)
         self.flag_type = flag_type
+
+    read_checked = FieldSpec.read_checked  # an IntFlag, made by check
 
     def check(self, label: str, value: Any) -> Any:
         return self.flag_type(super().check(label, value))
@@ -134,6 +144,8 @@ class Enum8(UInt):
         super().__init__(8)
         self.enum_type = enum_type
         self._members = {int(member): member for member in enum_type}
+
+    read_checked = FieldSpec.read_checked  # a member of the enum, or malformed
 
     def check(self, label: str, value: Any) -> Any:
         number = super().check(label, value)
@@ -211,6 +223,12 @@ class Str(FieldSpec):
             return raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise malformed(f"{label}: invalid UTF-8 at byte {exc.start}") from None
+
+    def read_checked(self, reader: Reader, label: str) -> Any:
+        value = self.read(reader, label)  # valid UTF-8 of at most MAX_STR_BYTES (a u16 length)
+        if self.pattern is not None and not self.pattern.fullmatch(value):
+            raise malformed(f"{label} must be {self.what}, got {value[:80]!r}")
+        return value
 
 
 class BytesRest(FieldSpec):
@@ -317,6 +335,21 @@ class Values(FieldSpec):
             unit = STR.read(reader, f"{label}[{i}].unit")
             items.append((name, unit, _F32.unpack(reader.take(4, f"{label}[{i}].value"))[0]))
         return items  # checked by the message's __post_init__, like every field
+
+    def read_checked(self, reader: Reader, label: str) -> Any:
+        """`check`'s tests that values from the wire can fail, in its order: read units are
+        text of at most MAX_STR_BYTES, read numbers are f32 already."""
+        items = self.read(reader, label)
+        if len(items) > self.MAX_COUNT:
+            raise malformed(f"{label} must be a list of at most {self.MAX_COUNT} (name, unit, value)")
+        seen = set()
+        for name, _, number in items:
+            if not self.NAME.fullmatch(name) or name in seen:
+                raise malformed(f"{label}: value names are unique [a-z][a-z0-9_]{{0,31}}, got {name!r}")
+            if not math.isfinite(number):
+                raise malformed(f"{label}.{name} must be a finite number, got {number!r}")
+            seen.add(name)
+        return tuple(items)
 
     def to_json(self, value: Any) -> Any:
         return [{"name": n, "unit": u, "value": v} for n, u, v in value]

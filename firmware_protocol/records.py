@@ -32,6 +32,9 @@ class SInt(FieldSpec):
     def read(self, reader: Reader, label: str) -> Any:
         return int.from_bytes(reader.take(self.size, label), "big", signed=True)
 
+    def read_checked(self, reader: Reader, label: str) -> Any:
+        return self.read(reader, label)  # `size` bytes of two's complement are always in range
+
 
 class Records(FieldSpec):
     """A list of fixed-size records: u8 count, then each record's fields in order.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -95,3 +96,31 @@ def test_stream_fed_one_byte_at_a_time_yields_every_message(messages):
     deframer = StreamDeframer()
     received = [item for i in range(len(stream)) for item in deframer.feed(stream[i : i + 1])]
     assert received == messages
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda cls: cls.__name__)
+def test_a_decoded_message_is_what_its_constructor_makes_of_the_same_fields(cls):
+    """decode checks each field as it reads it (read_checked) instead of through __init__: what
+    it accepts the constructor accepts too, with the same values of the same types. Tried on
+    valid messages with each of their bytes in turn replaced by a few telling values."""
+
+    def same_as_built(data: bytes) -> None:
+        try:
+            msg = decode(data)
+        except Exception as exc:
+            assert type(exc).__name__ == "ProtocolError"
+            return
+        fields = {f.name: getattr(msg, f.name) for f in dataclasses.fields(msg)}
+        built = cls(**fields)  # raises when decode let a value through that __init__ refuses
+        assert built == msg and hash(built) == hash(msg)
+        assert all(type(getattr(built, name)) is type(value) for name, value in fields.items())
+
+    @settings(max_examples=25, deadline=None)
+    @given(message_strategy(cls).map(encode))
+    def check(data):
+        same_as_built(data)
+        for at in range(1, min(len(data), 200)):
+            for byte in (0x00, 0x01, 0x23, 0x41, 0x7F, 0x80, 0xFF):  # '#' and 'A' for names, 0x7F.. f32 NaN/inf
+                same_as_built(data[:at] + bytes((byte,)) + data[at + 1:])
+
+    check()
