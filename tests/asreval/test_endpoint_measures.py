@@ -77,3 +77,12 @@ def test_evaluate_counts_endpointed_clips_and_the_audio_over_the_questions() -> 
     assert 1.0 < vad.utterance_ratio < 2.0  # pre-roll + the question + the trailing silence
     noisy = scores[(5.0, "vad")]  # white noise at 5 dB over the whole clip: this VAD never hears silence
     assert (noisy.survived, noisy.endpointed) == (1, 0)
+
+
+def test_an_unknown_path_is_refused_before_the_set_is_spoken(capsys: pytest.CaptureFixture[str]) -> None:
+    from argparse import Namespace
+
+    from gateway.cli.bench_asr import run
+
+    assert run(Namespace(paths="vad,vda", json=False), CFG) == 2
+    assert "--paths 'vad,vda': give one or more of whole, vad, speech" in capsys.readouterr().err
