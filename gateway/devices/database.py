@@ -123,7 +123,14 @@ class Database:
         group, self._group = self._group, []
         self._committing = True
         calls = [(fn, args, one_write) for fn, args, one_write, _ in group]
-        committed = loop.run_in_executor(self._executor, _in_one_transaction, self._conn, calls)
+        try:
+            committed = loop.run_in_executor(self._executor, _in_one_transaction, self._conn, calls)
+        except RuntimeError as exc:  # closed since the call was queued: its caller hears so
+            self._committing = False
+            for *_, done in group:
+                if not done.done():
+                    done.set_exception(exc)
+            return
 
         def settle(committed: asyncio.Future[list[tuple[bool, Any]]]) -> None:
             self._committing = False

@@ -97,3 +97,12 @@ async def test_a_burst_of_readings_over_mqtt_is_acked_in_order_each_stored_once(
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_grouped_write_queued_as_the_database_closes_raises_instead_of_waiting(tmp_path):
+    db = Database(tmp_path / "c.db")
+    call = asyncio.ensure_future(db.run_grouped(_put, "dev-1", one_write=True))
+    await asyncio.sleep(0)  # queued; its transaction starts at the end of this loop pass
+    db.close()
+    with pytest.raises(RuntimeError):
+        await asyncio.wait_for(call, 5)
