@@ -37,6 +37,7 @@ class ErrorCode(StrEnum):
     TOO_MANY_SESSIONS = "too-many-sessions"
     IDLE_TIMEOUT = "idle-timeout"
     AUTH_THROTTLED = "auth-throttled"
+    LEASE_LOST = "lease-lost"  # cluster mode: in a WebSocket close reason or a CoAP 4.01, never an Error
 
 
 class ProtocolError(Exception):

@@ -151,6 +151,7 @@ class Gateway:
             auth=self.auth,
             readings=self.readings,
             expression=ExpressionService.from_config(self.cfg, self.bus),
+            leases=self.cluster,  # cluster mode: WebSocket and CoAP sessions hold their device's lease
         )
 
     async def _handle(self, conn: DeviceConnection) -> None:

@@ -82,6 +82,7 @@ typedef struct {
 #define FP_CODE_TOO_MANY_SESSIONS "too-many-sessions"
 #define FP_CODE_IDLE_TIMEOUT "idle-timeout"
 #define FP_CODE_AUTH_THROTTLED "auth-throttled"
+#define FP_CODE_LEASE_LOST "lease-lost"
 
 #define FP_RESERVED_0_FIRST 0x36u
 #define FP_RESERVED_0_LAST 0x3fu

@@ -2,13 +2,15 @@
 
 What `gateway run` serves with `cluster.enabled` (default_links: the MQTT link as a member of the
 cluster, on the external broker `broker_port` on 127.0.0.1, MQTT 5, `storage: postgres` with the
-DSN from $GATEWAY_PG_DSN), on the fake voice engines so it starts in a second; no WebSocket,
-CoAP, screens or memory. CONFIG_JSON: `id` (the member id), `broker_port`, `folder` (its own
+DSN from $GATEWAY_PG_DSN), on the fake voice engines so it starts in a second; unless asked, no
+WebSocket, CoAP, screens or memory. CONFIG_JSON: `id` (the member id), `broker_port`, `folder` (its own
 files), optional `cluster` overrides (heartbeat_s, ...) and `mcp_port` (then it also runs the
 memory and the MCP server on 127.0.0.1:mcp_port, token `mcp_token`), `real_models` (true: the
 real VAD, ASR and TTS loaded as `gateway run` loads them, instead of the fake ones), `screens_port`
 (the LAN screens on 127.0.0.1:screens_port, plain http, the screen key in `folder`/screens-access-key),
-`console_password` (with screens_port: the web console on that port too, this admin password).
+`console_password` (with screens_port: the web console on that port too, this admin password),
+`websocket_port` / `coap_port` (the device WebSocket on 127.0.0.1:websocket_port, `/ws`, and CoAP
+on udp 127.0.0.1:coap_port, as behind a load balancer: their sessions take the device's lease).
 It prints `ready` on stdout once
 connected, logs to stderr, and serves until SIGTERM (a clean leave) or SIGKILL (a crash). The
 cluster tests and `gateway bench-cluster` start three of them as separate processes.
@@ -38,13 +40,14 @@ def member_config(args: dict[str, Any]) -> dict[str, Any]:
     folder = Path(args["folder"])
     mcp = {"http": True, "host": "127.0.0.1", "port": int(args.get("mcp_port", 0)), "token": args.get("mcp_token", "")}
     return {
-        "server": {"host": "127.0.0.1", "websocket_port": 0},
+        "server": {"host": "127.0.0.1", "websocket_port": int(args.get("websocket_port", 0))},
         "mqtt": {"host": "127.0.0.1", "port": int(args["broker_port"]), "protocol": "5"},
         "cluster": {"enabled": True, "id": args["id"], **args.get("cluster", {})},
         "storage": "postgres",
         "devices": {"database": str(folder / "gateway.db"), "max_readings_per_minute": 0,
                     "max_readings_per_minute_per_peer": 0},
-        "coap": {"enabled": False}, "xiaozhi": {"enabled": False},
+        "coap": {"enabled": "coap_port" in args, "port": int(args.get("coap_port", 5683))},
+        "xiaozhi": {"enabled": False},
         "screens": {"enabled": "screens_port" in args, "host": "127.0.0.1", "port": int(args.get("screens_port", 0)),
                     "tls": False, "access_key": str(folder / "screens-access-key")},
         "console": {"enabled": "console_password" in args, "password_file": str(folder / "console-password")},
@@ -62,7 +65,8 @@ async def _serve(args: dict[str, Any]) -> None:
     else:
         runner = EngineRunner(FakeVad(), FakeAsr(), FakeTts())
     gateway = build_gateway(cfg, runner, lambda line: None)
-    gateway.links = [link for link in gateway.links if link.name in ("mqtt", "screens")]  # no WebSocket port
+    serve = {"mqtt", "screens", "coap"} | ({"websocket"} if "websocket_port" in args else set())
+    gateway.links = [link for link in gateway.links if link.name in serve]  # the WebSocket only when asked
     ready = asyncio.Event()
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)

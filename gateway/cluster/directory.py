@@ -57,6 +57,10 @@ class DeviceDirectory:
         except (ValueError, TypeError, KeyError) as exc:
             log.warning("cluster: ignored the directory record of device %s: %s", device_id, exc)
 
+    def served(self, device_id: str) -> Served | None:
+        """The last record heard for the device: the member that took its lease last, and the epoch."""
+        return self._served.get(device_id)
+
     def online(self) -> list[str]:
         return sorted(d for d, up in self._online.items() if up)
 

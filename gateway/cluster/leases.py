@@ -9,6 +9,10 @@ call is bounded by `timeout_s` and raises `LeaseStoreDown` when the database can
 caller then lets its leases run out: it stops answering when they would have expired). The
 table is created by the versioned migrations (gateway/storage/schema.py, script 3), which the
 gateway runs when it opens its PostgreSQL backend, before any link serves.
+
+`take` is the one claim that does not wait for another holder's lease to run out: a WebSocket or
+CoAP device said Hello to this gateway (a load balancer or DNS moved it here), so this gateway
+takes the lease over at once with the next epoch; the old holder's next renewal finds it gone.
 """
 
 from __future__ import annotations
@@ -27,6 +31,19 @@ SELECT d, %(me)s, 1, now() + make_interval(secs => %(ttl)s) FROM unnest(%(device
 ON CONFLICT (device_id) DO UPDATE SET holder = EXCLUDED.holder, epoch = l.epoch + 1, expires_at = EXCLUDED.expires_at
 WHERE l.holder = EXCLUDED.holder OR l.expires_at < now()
 RETURNING device_id, epoch
+"""
+
+# The device chose this gateway (its session's Hello): taken whoever holds it; the holder it had
+# until now, if its lease was still running, comes back for the log.
+TAKE = """
+WITH before AS (
+  SELECT device_id, holder FROM device_leases
+  WHERE device_id = ANY(%(devices)s::text[]) AND holder <> %(me)s AND expires_at > now()
+)
+INSERT INTO device_leases AS l (device_id, holder, epoch, expires_at)
+SELECT d, %(me)s, 1, now() + make_interval(secs => %(ttl)s) FROM unnest(%(devices)s::text[]) AS d
+ON CONFLICT (device_id) DO UPDATE SET holder = EXCLUDED.holder, epoch = l.epoch + 1, expires_at = EXCLUDED.expires_at
+RETURNING device_id, epoch, (SELECT holder FROM before WHERE before.device_id = l.device_id)
 """
 
 RENEW = """
@@ -60,6 +77,9 @@ class PgLeases:
         self._lock = asyncio.Lock()  # one statement at a time on the one connection
 
     async def _run(self, sql: str, devices: Sequence[str]) -> dict[str, int]:
+        return {row[0]: int(row[1]) for row in await self._rows(sql, devices)}
+
+    async def _rows(self, sql: str, devices: Sequence[str]) -> list[tuple]:
         params = {"me": self.holder, "ttl": self.ttl_s, "devices": list(devices)}
         async with self._lock:
             try:
@@ -75,7 +95,7 @@ class PgLeases:
             except asyncio.CancelledError:  # mid-statement: the next call starts on a fresh connection
                 await self._drop()
                 raise
-        return {device: int(epoch) for device, epoch in rows}
+        return rows
 
     async def _drop(self) -> None:
         conn, self._conn = self._conn, None
@@ -88,6 +108,13 @@ class PgLeases:
     async def claim(self, devices: Sequence[str]) -> dict[str, int]:
         """The devices now leased to this holder, with their new epochs (others hold the rest)."""
         return await self._run(CLAIM, devices) if devices else {}
+
+    async def take(self, devices: Sequence[str]) -> dict[str, tuple[int, str | None]]:
+        """Lease them to this holder now, whoever holds them: device -> (new epoch, the other
+        holder whose unexpired lease was taken over, or None)."""
+        if not devices:
+            return {}
+        return {row[0]: (int(row[1]), row[2]) for row in await self._rows(TAKE, devices)}
 
     async def renew(self, devices: Sequence[str]) -> dict[str, int]:
         """Extend this holder's unexpired leases; the ones not returned are lost."""

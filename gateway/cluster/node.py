@@ -17,6 +17,13 @@ and open or end device sessions. The node decides:
 - a device that moved to another member, or went offline, is unsubscribed, its session ended and
   its lease released; `leave` (a clean stop) deletes the member record and releases every lease.
 
+WebSocket and CoAP devices are not placed: a load balancer or DNS in front of the members picks
+one, and the device's session there `take`s its lease at its Hello, from whichever member held it
+(the box reconnected through this one; docs/SCALE-OUT.md "WebSocket, CoAP and serial devices").
+The node renews it with the others (also while off the broker: those devices do not reach it there)
+until the session `drop`s it; when another member takes it, the session's `on_lost` ends it:
+as soon as that member's directory record arrives (one broker hop), or at the failed renewal.
+
 `share_events` publishes this member's turn events for the other members' screens and puts
 theirs on this gateway's bus (gateway/cluster/events.py).
 """
@@ -69,6 +76,9 @@ class Lease:
     valid_until: float  # monotonic: renewed before this or silent from then on
 
 
+SessionLost = Callable[[str], None]  # a WebSocket / CoAP session's: its lease is gone (why)
+
+
 class ClusterNode:
     def __init__(self, me: str, prefix: str, leases: PgLeases, *, heartbeat_s: float, member_timeout_s: float,
                  lease_ttl_s: float, capacity: int = 0, client_id: str = "",
@@ -90,6 +100,7 @@ class ClusterNode:
         self._clock = clock
         self.owned: set[str] = set()  # online devices this gateway owns by the member list (subscribed)
         self.held: dict[str, Lease] = {}
+        self.sessions: dict[str, SessionLost] = {}  # held devices whose lease a session took (`take`)
         self._tried: dict[str, float] = {}  # device -> when its lease was last claimed in vain
         self._to_release: set[str] = set()
         self._port: ClusterPort | None = None
@@ -149,6 +160,7 @@ class ClusterNode:
                 self._recompute()
         elif kind == "devices":
             self.directory.heard(name, payload)
+            self._taken_elsewhere(name)
         elif kind == "events" and self._bus is not None:
             self.events.incoming(name, payload, self._bus.publish)
 
@@ -164,6 +176,40 @@ class ClusterNode:
         if lease is None or lease.valid_until <= self._clock():
             return None
         return lease.epoch
+
+    async def take(self, device_id: str, on_lost: SessionLost) -> int | None:
+        """A WebSocket or CoAP session's Hello: the device's lease is this gateway's from now on, taken
+        over from the member holding it, if any (the device chose this one). Its epoch, renewed until
+        `drop`; `on_lost(why)` is called (once) if it goes first. None: not taken (PostgreSQL did not
+        answer, logged; or this member is leaving)."""
+        if self._leaving:
+            return None
+        started = self._clock()
+        try:
+            epoch, previous = (await self.leases.take([device_id]))[device_id]
+        except LeaseStoreDown as exc:
+            log.warning("cluster %s: could not take the lease on %s for its session (PostgreSQL: %s)",
+                        self.me, device_id, exc)
+            return None
+        if self._leaving:  # leave() releases every lease of this member
+            return None
+        self.held[device_id] = Lease(epoch, started + self.ttl_s - self.margin_s)
+        self.sessions[device_id] = on_lost  # a session it replaces on this member holds an older epoch
+        self.takeovers += 1
+        log.info("cluster %s: took the lease on %s (epoch %d) for its session here%s", self.me, device_id, epoch,
+                 f", from {previous}, which held it" if previous else "")
+        if self._port is not None:  # the directory, and the member that held it stops at once
+            self._port.publish(f"{self.prefix}/$cluster/devices/{device_id}",
+                               Served(self.me, epoch, time.time()).encode(), retain=True)
+        return epoch
+
+    def drop(self, device_id: str, epoch: int) -> None:
+        """The session that took the lease `epoch` has ended: released, unless a newer one holds it."""
+        lease = self.held.get(device_id)
+        if device_id in self.sessions and lease is not None and lease.epoch == epoch:
+            del self.held[device_id], self.sessions[device_id]
+            self._to_release.add(device_id)
+            self._wake.set()
 
     def devices(self) -> list[DeviceEntry]:
         """Every device the cluster knows and which live member serves it."""
@@ -189,8 +235,21 @@ class ClusterNode:
         self._wake.set()
 
     def _hand_over(self, device_id: str, reason: str) -> None:
-        if self._port is not None:
+        if (on_lost := self.sessions.pop(device_id, None)) is not None:
+            on_lost(reason)  # a WebSocket / CoAP session
+        elif self._port is not None:
             self._port.hand_over(device_id, reason)
+
+    def _taken_elsewhere(self, device_id: str) -> None:
+        """A session's device whose directory record names another member under a newer epoch: that
+        member took the lease since (epochs only grow): this session stops now, not at the renewal."""
+        served, lease = self.directory.served(device_id), self.held.get(device_id)
+        if (device_id in self.sessions and lease is not None and served is not None and served.gateway != self.me
+                and served.epoch > lease.epoch):
+            del self.held[device_id]
+            log.warning("cluster %s: %s took the lease on %s (epoch %d): its session here ends", self.me,
+                        served.gateway, device_id, served.epoch)
+            self._hand_over(device_id, f"gateway {served.gateway} took its lease (epoch {served.epoch})")
 
     def _heartbeat(self) -> None:
         if self._port is not None:  # MQTT 5 message expiry: a dead member's record does not outlive it
@@ -224,10 +283,10 @@ class ClusterNode:
                     self._hand_over(device_id, "its lease was not renewed in time")
             try:
                 await self._release()
+                if not self._leaving and now >= next_renew and (connected.is_set() or self.sessions):
+                    next_renew = now + self.ttl_s / 3  # off the broker: only the sessions' leases
+                    await self._renew(sorted(self.held) if connected.is_set() else sorted(self.sessions))
                 if connected.is_set() and not self._leaving:
-                    if now >= next_renew:
-                        next_renew = now + self.ttl_s / 3
-                        await self._renew()
                     await self._claim()
             except LeaseStoreDown as exc:
                 self._store_down(exc)
@@ -244,10 +303,12 @@ class ClusterNode:
             self._to_release.clear()
             await self.leases.release(devices)
 
-    async def _renew(self) -> None:
+    async def _renew(self, devices: list[str]) -> None:
         started = self._clock()
-        renewed = await self.leases.renew(sorted(self.held))
-        for device_id, lease in list(self.held.items()):
+        renewed = await self.leases.renew(devices)
+        for device_id in devices:
+            if (lease := self.held.get(device_id)) is None:
+                continue  # ended while the renewal ran
             if renewed.get(device_id) == lease.epoch:
                 lease.valid_until = started + self.ttl_s - self.margin_s
             elif self.held.get(device_id) is lease and device_id not in renewed:
@@ -301,6 +362,7 @@ class ClusterNode:
         if self._port is not None:
             self._port.publish(self.member_topic(self.me), b"", retain=True)
         held, self.held = sorted(self.held), {}
+        self.sessions.clear()  # their sessions find no lease for their next downlink
         try:  # every lease of this member, including one a claim in flight has just taken
             await self.leases.release_all()
         except LeaseStoreDown as exc:

@@ -3,6 +3,9 @@
 Whatever the transport, a connection goes through `serve_device`. Bad frames are answered with
 an `Error` message and a log line naming the peer and the reason; the session keeps going. A
 peer that sends nothing but garbage is disconnected after `MAX_CONSECUTIVE_ERRORS`.
+
+In cluster mode a WebSocket or CoAP session takes its device's lease once the Hello is
+authenticated, before the Welcome, and speaks only under it (gateway/devices/session_lease.py).
 """
 
 from __future__ import annotations
@@ -39,9 +42,10 @@ from gateway.devices.auth import Authenticator, AuthRefused
 from gateway.devices.reading_acks import ReadingAcks
 from gateway.devices.readings import ReadingService
 from gateway.devices.registry import SessionRegistry
+from gateway.devices.session_lease import DeviceLeases, LeasedConnection
 from gateway.engines.runner import EngineRunner
 from gateway.expression.service import ExpressionService
-from gateway.links.base import DeviceConnection, LinkClosed, ManyInFlight
+from gateway.links.base import DeviceConnection, LinkClosed, ManyInFlight, Roaming
 from gateway.brain.contract import Brain
 from gateway.voice.conversation import Conversation
 from gateway.voice.events import BargedIn, Sink, TurnEvent, TurnEvents
@@ -64,6 +68,8 @@ class SessionServices:
     auth: Authenticator | None = None  # None: every device is let in (tests of the voice loop)
     readings: ReadingService | None = None  # None: SensorReading is refused with storage-failed
     expression: ExpressionService | None = None  # None: no expression packets (visemes, action...)
+    # cluster mode: the node; a WebSocket / CoAP session holds its device's lease (session_lease.py)
+    leases: DeviceLeases | None = None
 
 
 class _Peer:
@@ -121,6 +127,14 @@ async def serve_device(conn: DeviceConnection, services: SessionServices) -> Non
                 log.warning("%s: auth-failed: %s", peer.name, exc)
                 await conn.send(Error(code="auth-failed", text=str(exc)))
                 return
+        if services.leases is not None and isinstance(conn, Roaming):  # the box chose this gateway
+            leased = await LeasedConnection.take(conn, services.leases, hello.device_id, peer.name)
+            if leased is None:
+                text = "this gateway cannot take the device's lease now (PostgreSQL did not answer); say Hello later"
+                log.warning("%s: storage-failed: %s", peer.name, text)
+                await conn.send(Error(code="storage-failed", text=text))
+                return
+            conn = peer.conn = leased  # from here on every downlink checks the lease
         plan = plan_audio(hello, cfg.audio.default_sample_rate)  # PCM, or Opus either way (audio_codec.py)
         if plan.problem:
             await peer.reject("unsupported-audio-format", plan.problem)

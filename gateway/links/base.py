@@ -47,6 +47,16 @@ class ManyInFlight:
     so e.g. a CoAP response still carries the ack of the reading it posted."""
 
 
+class Roaming:
+    """Marks a connection whose device may come back through another gateway of a cluster (a load
+    balancer or DNS in front of the members picks one: WebSocket, CoAP). In cluster mode its session
+    takes the device's lease at the Hello (gateway/devices/session_lease.py); when another gateway
+    takes the device, `lease_lost` ends the connection with the transport's own refusal."""
+
+    async def lease_lost(self, text: str) -> None:
+        raise NotImplementedError
+
+
 ConnectionHandler = Callable[[DeviceConnection], Awaitable[None]]
 
 

@@ -16,6 +16,11 @@ down) for `session_idle_s` is closed, like a dropped WebSocket: D is offline in 
 until its next Hello. With `limits` (gateway/links/limits.py, shared with the WebSocket link) a
 Hello takes a session slot of its address (the response is Error too-many-sessions when there
 is none), and the session's logins and readings are limited per address.
+
+In cluster mode, when another gateway takes D over (D said Hello there: gateway/devices/
+session_lease.py), D's session here ends without another byte: its observation gets a last
+notification 4.01 `lease-lost` and every later request with its token is answered 4.01
+`lease-lost` (until D says Hello here again), so the device says Hello again.
 """
 
 from __future__ import annotations
@@ -31,8 +36,8 @@ import aiocoap
 from aiocoap.util import hostportsplit
 
 from firmware_protocol import Error, Hello, Message, ProtocolError, Welcome, encode_stream_frame
-from gateway.links.base import ConnectionHandler, LinkClosed, LinkServices
-from gateway.links.coap_resources import GatewayResources
+from gateway.links.base import ConnectionHandler, LinkClosed, LinkServices, Roaming
+from gateway.links.coap_resources import GatewayResources, refusal
 from gateway.links.limits import GuardedConnection, LogThrottle, PeerLimits
 
 log = logging.getLogger(__name__)
@@ -41,15 +46,18 @@ PROCESS_WAIT_S = 2.0  # how long a POST waits for the session to answer before r
 HELLO_WAIT_S = 10.0  # a Hello's response waits for the Welcome: it carries the session token
 
 
-class CoapDeviceConnection:
+class CoapDeviceConnection(Roaming):
     def __init__(self, device_id: str, peer: str, outbox_bytes: int = 1 << 20,
-                 on_welcome: Callable[["CoapDeviceConnection"], None] | None = None) -> None:
+                 on_welcome: Callable[["CoapDeviceConnection"], None] | None = None,
+                 on_lease_lost: Callable[["CoapDeviceConnection"], None] | None = None) -> None:
         self.device_id = device_id
         self.outbox_bytes = outbox_bytes  # downlink bytes kept for a device that fetches nothing
         self.address = peer
         self.peer = f"coap {peer} ({device_id})"
         self.token: str | None = None  # the session token: the session_id of the Welcome sent
         self._on_welcome = on_welcome
+        self._on_lease_lost = on_lease_lost
+        self.lease_lost_why: str | None = None  # set once another gateway took the device over
         self._inbox: deque[Message | ProtocolError] = deque()
         self.outbox = bytearray()  # byte-stream frames not fetched yet
         self._wake = asyncio.Event()
@@ -117,6 +125,18 @@ class CoapDeviceConnection:
         self.end(reason or "closed")
         self.end_observations(f"session closed ({reason or 'closed'}); send Hello")
 
+    async def lease_lost(self, text: str) -> None:
+        """Another gateway serves the device now: nothing queued goes out, the observation ends
+        with 4.01 `lease-lost`, and so does every later request with this session's token."""
+        self.lease_lost_why = text
+        self.end(f"lease-lost: {text}")
+        self.outbox.clear()
+        if self._on_lease_lost is not None:
+            self._on_lease_lost(self)
+        for observation in list(self.observers):
+            observation.trigger(refusal(aiocoap.UNAUTHORIZED, "lease-lost", f"{text}; send Hello"), is_last=True)
+        self.observers.clear()
+
 
 class CoapLink:
     name = "coap"
@@ -130,13 +150,15 @@ class CoapLink:
         self.outbox_bytes = outbox_bytes
         self.max_frame_bytes = max_frame_bytes
         self.connections: dict[str, CoapDeviceConnection] = {}
+        self.lost_tokens: dict[str, str] = {}  # device -> token of its session another gateway took over
         self._handler: ConnectionHandler | None = None
         self._tg: asyncio.TaskGroup | None = None
 
     async def hello(self, device_id: str, peer: str, hello: Hello) -> CoapDeviceConnection:
         """A new session for D; it replaces D's current one once the Hello is welcomed (the
         registry then closes the old one), so a refused Hello leaves D's session alone."""
-        conn = CoapDeviceConnection(device_id, peer, self.outbox_bytes, on_welcome=self._welcomed)
+        conn = CoapDeviceConnection(device_id, peer, self.outbox_bytes, on_welcome=self._welcomed,
+                                    on_lease_lost=self._lease_lost)
         assert self._tg is not None and self._handler is not None
         address = hostportsplit(peer)[0]
         if self.limits is not None and (why := self.limits.admit(address)) is not None:
@@ -150,6 +172,14 @@ class CoapLink:
 
     def _welcomed(self, conn: CoapDeviceConnection) -> None:
         self.connections[conn.device_id] = conn
+        self.lost_tokens.pop(conn.device_id, None)
+
+    def _lease_lost(self, conn: CoapDeviceConnection) -> None:
+        """Forget the session at once; its token is answered 4.01 lease-lost from now on."""
+        if self.connections.get(conn.device_id) is conn:
+            del self.connections[conn.device_id]
+            if conn.token is not None:
+                self.lost_tokens[conn.device_id] = conn.token
 
     async def deliver(self, conn: CoapDeviceConnection, item: Message | ProtocolError,
                       wait_s: float = PROCESS_WAIT_S) -> None:

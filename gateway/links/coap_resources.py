@@ -4,7 +4,8 @@ Every request but a Hello carries the session token, the `session_id` of the Wel
 answered D's Hello, as the URI query `s=<token>` (PROTOCOL.md, "CoAP"). A request for D's
 session with a missing or wrong token is refused (4.01) and logged with the peer; the session
 itself is untouched, so D keeps being served. Every 4.xx carries a diagnostic payload,
-`<stable code>: <what was wrong and what to do>`.
+`<stable code>: <what was wrong and what to do>`. The token of a session another gateway of the
+cluster took over is answered 4.01 `lease-lost` (coap.py).
 """
 
 from __future__ import annotations
@@ -86,6 +87,8 @@ class GatewayResources(resource.Resource, interfaces.ObservableResource, resourc
         """D's session if the request carries its token; else the refusal (logged)."""
         conn = self._link.connections.get(device_id)
         if conn is None:
+            if (lost := self._lease_lost(device_id, request, what)) is not None:
+                return lost
             return refusal(aiocoap.NOT_FOUND, "hello-required",
                            f"{device_id} has no session; POST a Hello to /gw/{device_id}/up first")
         token = session_token(request)
@@ -132,14 +135,27 @@ class GatewayResources(resource.Resource, interfaces.ObservableResource, resourc
                                f"the Hello is for {item.device_id!r}; POST it to /gw/{item.device_id}/up")
             conn = await self._link.hello(device_id, str(request.remote.hostinfo), item)
             return aiocoap.Message(code=aiocoap.CHANGED, payload=conn.drain())
-        if self._link.connections.get(device_id) is None:  # no session (expired, gateway restarted)
+        if self._link.connections.get(device_id) is None:  # no session (expired, gateway restarted, moved)
+            if (lost := self._lease_lost(device_id, request, what)) is not None:
+                return lost
             return aiocoap.Message(code=aiocoap.CHANGED, payload=self._hello_required(device_id, request, item))
         conn = self._session(device_id, request, what)
         if isinstance(conn, aiocoap.Message):
             return conn
         await self._link.deliver(conn, item)
+        if conn.lease_lost_why is not None:  # taken over while this request waited for its answer
+            return refusal(aiocoap.UNAUTHORIZED, "lease-lost", f"{conn.lease_lost_why}; send Hello")
         # An observing device gets everything by notification, so the stream stays in order.
         return aiocoap.Message(code=aiocoap.CHANGED, payload=b"" if conn.observers else conn.drain())
+
+    def _lease_lost(self, device_id: str, request: aiocoap.Message, what: str) -> aiocoap.Message | None:
+        """4.01 lease-lost for the token of D's session that another gateway took over; else None."""
+        token, lost = session_token(request), self._link.lost_tokens.get(device_id)
+        if token is None or lost is None or not hmac.compare_digest(token.encode(), lost.encode()):
+            return None
+        log.info("%s: %s refused: lease-lost (another gateway serves %s now)", self._peer(request), what, device_id)
+        return refusal(aiocoap.UNAUTHORIZED, "lease-lost",
+                       f"another gateway serves {device_id} now; POST a Hello to /gw/{device_id}/up")
 
     def _decode(self, payload: bytes) -> Message | ProtocolError:
         if len(payload) > self._link.max_frame_bytes:

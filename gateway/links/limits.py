@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from firmware_protocol import Error, Hello, Message, ProtocolError, ReadingAck, ReadingStatus, SensorReading
-from gateway.links.base import DeviceConnection
+from gateway.links.base import DeviceConnection, Roaming
 
 log = logging.getLogger(__name__)
 
@@ -150,8 +150,9 @@ class PeerLimits:
         return True
 
 
-class GuardedConnection:
-    """A device connection from `address` with the per-address login and reading limits."""
+class GuardedConnection(Roaming):
+    """A device connection from `address` with the per-address login and reading limits (the
+    WebSocket and CoAP links': both roam in a cluster)."""
 
     def __init__(self, conn: DeviceConnection, address: str, limits: PeerLimits, throttle: LogThrottle) -> None:
         self.peer = conn.peer
@@ -184,6 +185,12 @@ class GuardedConnection:
 
     async def close(self, reason: str = "") -> None:
         await self._conn.close(reason)
+
+    async def lease_lost(self, text: str) -> None:
+        if isinstance(self._conn, Roaming):
+            await self._conn.lease_lost(text)
+        else:  # an endpoint's connection (a xiaozhi box): its own close
+            await self._conn.close(f"lease-lost: {text}")
 
 
 def raise_fd_limit() -> tuple[int, int]:

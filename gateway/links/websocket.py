@@ -8,6 +8,9 @@ With `limits` (gateway/links/limits.py, what `gateway run` serves) every connect
 session slot of its peer address or is refused `too-many-sessions`, and its logins and readings
 are limited per address. With `idle_s`, a connection whose device sent nothing for that long gets
 a Ping; if nothing comes back within `idle_probe_s` it is closed (`idle-timeout`).
+
+In cluster mode a connection whose device another gateway took over (the box reconnected there:
+gateway/devices/session_lease.py) is closed with code 4409 `lease-lost` and nothing else.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 
 from firmware_protocol import Error, Message, Ping, ProtocolError, decode, encode
-from gateway.links.base import ConnectionHandler, LinkClosed, LinkServices
+from gateway.links.base import ConnectionHandler, LinkClosed, LinkServices, Roaming
 from gateway.links.base import DeviceConnection
 from gateway.links.http_front import HttpFrontConnection, HttpReply, HttpRequest
 from gateway.links.http_log import server_logger
@@ -35,6 +38,7 @@ log = logging.getLogger(__name__)
 # Received frames a connection buffers before TCP flow control holds its device back: with frames
 # of up to 4x max_frame_bytes, at most 2 MiB per connection at the default limit.
 MAX_QUEUED_FRAMES = 8
+LEASE_LOST_CLOSE = 4409  # close code: another gateway of the cluster serves the device now
 
 
 class WebSocketEndpoint(Protocol):
@@ -55,7 +59,7 @@ class WebSocketEndpoint(Protocol):
         ...
 
 
-class WebSocketConnection:
+class WebSocketConnection(Roaming):
     def __init__(self, ws: ServerConnection, max_frame_bytes: int, idle_s: float | None = None,
                  idle_probe_s: float = 10.0) -> None:
         host, port = ws.remote_address[:2]
@@ -105,6 +109,13 @@ class WebSocketConnection:
 
     async def close(self, reason: str = "") -> None:
         await self._ws.close(reason=reason[:120])
+
+    async def lease_lost(self, text: str) -> None:
+        """Close code 4409 `lease-lost: <text>`, no frame before it (the device is served elsewhere)."""
+        try:
+            await self._ws.close(LEASE_LOST_CLOSE, f"lease-lost: {text}"[:120])
+        except ConnectionClosed:
+            pass
 
 
 class WebSocketLink:
