@@ -150,7 +150,8 @@ class CoapLink:
         self.outbox_bytes = outbox_bytes
         self.max_frame_bytes = max_frame_bytes
         self.connections: dict[str, CoapDeviceConnection] = {}
-        self.lost_tokens: dict[str, str] = {}  # device -> token of its session another gateway took over
+        # device -> (token, why) of its session whose lease went (another gateway took the device over)
+        self.lost_tokens: dict[str, tuple[str, str]] = {}
         self._handler: ConnectionHandler | None = None
         self._tg: asyncio.TaskGroup | None = None
 
@@ -179,7 +180,7 @@ class CoapLink:
         if self.connections.get(conn.device_id) is conn:
             del self.connections[conn.device_id]
             if conn.token is not None:
-                self.lost_tokens[conn.device_id] = conn.token
+                self.lost_tokens[conn.device_id] = (conn.token, conn.lease_lost_why or "its lease is gone")
 
     async def deliver(self, conn: CoapDeviceConnection, item: Message | ProtocolError,
                       wait_s: float = PROCESS_WAIT_S) -> None:

@@ -151,11 +151,11 @@ class GatewayResources(resource.Resource, interfaces.ObservableResource, resourc
     def _lease_lost(self, device_id: str, request: aiocoap.Message, what: str) -> aiocoap.Message | None:
         """4.01 lease-lost for the token of D's session that another gateway took over; else None."""
         token, lost = session_token(request), self._link.lost_tokens.get(device_id)
-        if token is None or lost is None or not hmac.compare_digest(token.encode(), lost.encode()):
+        if token is None or lost is None or not hmac.compare_digest(token.encode(), lost[0].encode()):
             return None
-        log.info("%s: %s refused: lease-lost (another gateway serves %s now)", self._peer(request), what, device_id)
-        return refusal(aiocoap.UNAUTHORIZED, "lease-lost",
-                       f"another gateway serves {device_id} now; POST a Hello to /gw/{device_id}/up")
+        log.info("%s: %s refused: lease-lost (the session of %s here ended: %s)", self._peer(request), what,
+                 device_id, lost[1])
+        return refusal(aiocoap.UNAUTHORIZED, "lease-lost", f"{lost[1]}; POST a Hello to /gw/{device_id}/up")
 
     def _decode(self, payload: bytes) -> Message | ProtocolError:
         if len(payload) > self._link.max_frame_bytes:
