@@ -125,6 +125,34 @@ async def test_a_websocket_box_that_says_hello_to_another_member_is_never_spoken
     assert f"cluster gw-b: took the lease on {box} (epoch {epoch_b}) for its session here, from gw-a" in rig.log("gw-b")
 
 
+async def test_a_session_whose_lease_was_taken_unannounced_stops_at_its_next_renewal(postgres_dsn, tmp_path: Path):
+    """No directory record on the broker this time (another holder took the row directly): the
+    member finds out at its renewal (every lease_ttl_s / 3) and ends the session the same way."""
+    box = "ws-renewal-box"
+    rig = ClusterRig(tmp_path, postgres_dsn, cluster={"lease_ttl_s": 1.5})
+    rig.start_broker()
+    port = free_port()
+    other = PgLeases(postgres_dsn, "gw-x", 1.5, 5)
+    try:
+        await rig.start_members(["gw-a"], {"gw-a": {"websocket_port": port}})
+        on_a = await ws_hello(port, box)
+        assert (await ws_ask(on_a, "What time is it?")).startswith("It is")
+        [(epoch, previous)] = (await other.take([box])).values()
+        assert previous == "gw-a"
+        frames = []
+        with pytest.raises(ConnectionClosed):
+            async with asyncio.timeout(10):
+                while True:
+                    frames.append(await on_a.recv())
+        assert frames == [] and on_a.close_code == 4409
+        assert on_a.close_reason == "lease-lost: its lease was lost"
+        assert lease_row(postgres_dsn, box)[:2] == ("gw-x", epoch)  # gw-a's release left it alone
+    finally:
+        await other.close()
+        await rig.stop()
+    assert f"cluster gw-a: lost the lease on {box}: its session ends" in rig.log("gw-a")
+
+
 class Observation:
     """A CoAP observation of a member's `/gw/D/down` that keeps every notification with its time."""
 
