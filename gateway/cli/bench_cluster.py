@@ -209,6 +209,11 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     voice.add_argument("--member-cpu", type=float, default=0.5, metavar="CORES",
                        help="each member's CPU quota in cores (default 0.5)")
     voice.add_argument("--turns", type=int, default=4, help="at least this many questions per round (default 4)")
+    voice.add_argument("--member-weight", type=float, default=4.0, metavar="TIMES",
+                       help="each member's CPU weight in times the default (cpu.shares / cpu.weight; default 4: "
+                       "a group competes as one process, so at weight 1 a loaded machine keeps it below its quota)")
+    voice.add_argument("--reference-turns", type=int, default=8, help="questions of the reference round, one box "
+                       "on one member, whose p95 x 1.5 is the deadline (default 8)")
     voice.add_argument("--step", type=int, default=0, help="boxes added per round (default: the member count)")
     voice.add_argument("--max-boxes", type=int, default=8, help="at most this many boxes per member (default 8)")
     voice.add_argument("--spread", type=float, default=4.0, help="first questions start within this many seconds "

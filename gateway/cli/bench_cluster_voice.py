@@ -4,23 +4,27 @@ The line of docs/SCALE-OUT.md "Capacity maths", on one machine: each member is a
 `gateway.cli.cluster_target` process with the models `gateway run` loads (`real_models`; the fake
 engines with `--fake-engines`, for the smoke test), in cluster mode behind a loopback mosquitto,
 and each is put, once its models are loaded, into its own CPU cgroup limited to `--member-cpu`
-cores (gateway/cli/cgroup_quota.py): its budget is fixed, as on a small machine of its own,
-whatever the other members and the machine's other work do, so adding a member adds a budget.
+cores, with `--member-weight` times the default CPU weight (gateway/cli/cgroup_quota.py): the
+quota is its ceiling, the weight lets it reach it on a loaded machine (a group competes with the
+processes outside it as one process), so its budget is about fixed, as on a small machine of its
+own, whatever the other members and the machine's other work do: adding a member adds a budget.
 The emulated voice boxes run in the bench process (not limited), over MQTT, welcomed as
 gateway/cli/cluster_voice_box.py is, then in conversation as `gateway bench-capacity` defines it
 (its Box: the microphone streams in real time, a 2-4 s question, the whole reply, a 3-8 s pause,
 again; the first questions spread over `--spread` s).
 
-The reference is one box on one member (M=1, N=1): its p95 of end of input -> first reply audio
-(measured by the box) times 1.5 is the deadline. For M = 1, 2, 3 members (gw-a, then gw-b and
+The reference is one box on one member (M=1, N=1, `--reference-turns` questions): its p95 of end
+of input -> first reply audio (measured by the box) times 1.5 is the deadline. For M = 1, 2, 3 members (gw-a, then gw-b and
 gw-c added to the running ones), N grows from M by `--step` boxes (default M: one more per
 member) until a round's p95 passes the deadline or a turn fails; the boxes at the deadline for M
 are the last N that held. Each round has fresh boxes (new device ids, placed by the cluster's
 rendezvous hashing; their ids are chosen so that it spreads them round robin, box i on member
 i mod M, so the line measures the members' budgets, not the hash's luck with a few ids: the
 spread seen is printed) and at least `--turns` questions. Printed
-per round: p50/p95/max, the CPU each member used (cores, from /proc) and the time its quota
-throttled it, the bench process's own CPU (the boxes) and the load average.
+per round: p50/p95/max, the CPU each member used (cores, from /proc), the time its quota
+throttled it and the time its threads waited, runnable, for a core (the machine's other work: a
+quota is a ceiling, not a reservation, so on a loaded machine a member may get less than its
+budget; this says how much less), the bench process's own CPU (the boxes) and the load average.
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ import numpy as np
 
 from gateway.audio.pcm import int16_to_float, resample
 from gateway.cli.bench_capacity import QUESTIONS, RATE, SEED, Box, conversation_plans, percentile
-from gateway.cli.cgroup_quota import CgroupUnavailable, CpuController, CpuGroup, cpu_controller, process_cpu_s
+from gateway.cli.cgroup_quota import (CgroupUnavailable, CpuController, CpuGroup, cpu_controller, process_cpu_s,
+                                      process_waiting_s)
 from gateway.cli.cluster_rig import ClusterRig
 from gateway.cli.cluster_voice_box import ClusterVoiceBox
 from gateway.cluster.rendezvous import owner
@@ -119,12 +124,14 @@ async def _round(rig: ClusterRig, groups: dict[str, CpuGroup], tag: str, n: int,
         boxes = [MqttBox(f"mqtt://127.0.0.1:{rig.broker_port}", v.device_id, frames=v.frames) for v in voices]
         cpu0 = {m: process_cpu_s(rig.members[m].pid) for m in groups}
         thr0 = {m: g.throttled_s() for m, g in groups.items()}
+        wait0 = {m: process_waiting_s(rig.members[m].pid) for m in groups}
         own0, wall0, load0 = _own_cpu_s(), time.monotonic(), os.getloadavg()[0]
         results = await asyncio.gather(*(b.run(p) for b, p in zip(boxes, conversation_plans(
             n, spoken, per_box, spread_s, rng))), return_exceptions=True)
         wall = time.monotonic() - wall0
         cpu = {m: round((process_cpu_s(rig.members[m].pid) - cpu0[m]) / wall, 2) for m in groups}
         throttled = {m: round(g.throttled_s() - thr0[m], 1) for m, g in groups.items()}
+        waiting = {m: round(process_waiting_s(rig.members[m].pid) - wait0[m], 1) for m in groups}
         own = round((_own_cpu_s() - own0) / wall, 2)
     finally:
         await asyncio.gather(*(v.close() for v in voices), return_exceptions=True)
@@ -135,7 +142,8 @@ async def _round(rig: ClusterRig, groups: dict[str, CpuGroup], tag: str, n: int,
             "p50_ms": round(percentile(lat, 0.5)) if lat else None,
             "p95_ms": round(percentile(lat, 0.95)) if lat else None,
             "max_ms": round(max(lat)) if lat else None,
-            "spread": spread, "member_cores": cpu, "member_throttled_s": throttled, "bench_cores": own,
+            "spread": spread, "member_cores": cpu, "member_throttled_s": throttled,
+            "member_waiting_s": waiting, "bench_cores": own,
             "seconds": round(wall), "load": f"{load0:.1f}-{os.getloadavg()[0]:.1f}",
             "failed": len(failed), "failures": failed[:5]}
 
@@ -154,14 +162,16 @@ async def _line(args: argparse.Namespace, dsn: str, controller: CpuController, s
             say(f"M={m}: starting {', '.join(new)} ({'fake engines' if args.fake_engines else 'real models'})")
             await rig.start_members(new, {g: {"real_models": not args.fake_engines} for g in new})
             for member in new:  # the budget starts once the models are loaded
-                groups[member] = controller.group(f"gateway-bench-{os.getpid()}-{member}", args.member_cpu)
+                groups[member] = controller.group(f"gateway-bench-{os.getpid()}-{member}", args.member_cpu,
+                                                   args.member_weight)
                 groups[member].add(rig.members[member].pid)
             await asyncio.sleep(SETTLE_S)
             step = args.step or m
             rounds: list[dict[str, Any]] = []
             n = 1 if deadline_ms is None else m
             while n <= args.max_boxes * m:
-                row = await _round(rig, groups, f"m{m}n{n}", n, spoken, args.turns, args.spread, rng)
+                turns = args.turns if deadline_ms is not None else args.reference_turns
+                row = await _round(rig, groups, f"m{m}n{n}", n, spoken, turns, args.spread, rng)
                 if deadline_ms is None:  # one box on one member: the reference
                     if row["p95_ms"] is None or row["failed"]:
                         raise RuntimeError(f"the reference round (1 box, 1 member) failed: {row['failures']}")
@@ -185,7 +195,7 @@ async def _line(args: argparse.Namespace, dsn: str, controller: CpuController, s
                     break
                 except CgroupUnavailable:
                     await asyncio.sleep(0.2)
-    return {"member_cpu": args.member_cpu, "deadline_ms": round(deadline_ms) if deadline_ms else None,
+    return {"member_cpu": args.member_cpu, "member_weight": args.member_weight, "deadline_ms": round(deadline_ms) if deadline_ms else None,
             "engines": "fake" if args.fake_engines else "real", "line": line,
             "overlapping_leases": len(rig.observer.overlaps())}
 
@@ -209,15 +219,16 @@ def measure(args: argparse.Namespace, cfg: Any, dsn: str, say) -> dict[str, Any]
 
 
 def print_line(r: dict[str, Any]) -> None:
-    print(f"voice line: members each limited to {r['member_cpu']} cores ({r['cgroup']}), {r['engines']} engines; "
+    print(f"voice line: members each limited to {r['member_cpu']} cores at {r['member_weight']}x the default CPU "
+          f"weight ({r['cgroup']}), {r['engines']} engines; "
           f"deadline p95 <= {r['deadline_ms']} ms (1.5x one box on one member); load average "
           + "%.1f %.1f %.1f before, " % tuple(r["load_before"]) + "%.1f %.1f %.1f after" % tuple(r["load_after"]))
     print(f"{'M':>2} {'N':>3} {'turns':>5} {'p50':>6} {'p95':>6} {'max':>6} {'fail':>4}  spread / member cores "
-          "(throttled s) / bench cores / load")
+          "(s throttled by the quota / s waiting for a core) / bench cores / load")
     for g in r["line"]:
         for row in g["rounds"]:
-            members = ", ".join(f"{m} {row['spread'].get(m, 0)} box {c:.2f} ({row['member_throttled_s'][m]})"
-                                for m, c in row["member_cores"].items())
+            members = ", ".join(f"{m} {row['spread'].get(m, 0)} box {c:.2f} ({row['member_throttled_s'][m]}/"
+                                f"{row['member_waiting_s'][m]})" for m, c in row["member_cores"].items())
             print(f"{g['gateways']:>2} {row['boxes']:>3} {row['turns']:>5} {row['p50_ms'] or '-':>6} "
                   f"{row['p95_ms'] or '-':>6} {row['max_ms'] or '-':>6} {row['failed']:>4}  {members}; bench "
                   f"{row['bench_cores']:.2f}; {row['load']}{'' if row['within'] else '  <- past the deadline'}")

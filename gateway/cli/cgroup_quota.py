@@ -44,6 +44,12 @@ class CpuGroup:
         quota, period = (self.path / "cpu.max").read_text().split()
         return (-1 if quota == "max" else int(quota)), int(period)
 
+    def weight(self) -> float:
+        """The group's CPU weight, in times the default."""
+        if self.version == 1:
+            return int((self.path / "cpu.shares").read_text()) / 1024
+        return int((self.path / "cpu.weight").read_text()) / 100
+
     def throttled_s(self) -> float:
         """Seconds the group's threads waited, over its life, because its quota was spent."""
         stat = dict(line.split() for line in (self.path / "cpu.stat").read_text().splitlines() if line.strip())
@@ -66,10 +72,16 @@ class CpuController:
     root: Path  # where new groups go
     version: int
 
-    def group(self, name: str, cores: float) -> CpuGroup:
-        """A new group `name` limited to `cores` CPUs (0.5: half of one core's time per period)."""
+    def group(self, name: str, cores: float, weight: float = 1.0) -> CpuGroup:
+        """A new group `name` limited to `cores` CPUs (0.5: half of one core's time per period),
+        with `weight` times the default CPU weight (v1 cpu.shares 1024, v2 cpu.weight 100). A group
+        competes with the processes outside it as one process does: on a machine with a load of 8,
+        all its threads together get about one ninth of the cores at weight 1, so a quota alone is a
+        ceiling, not a budget; a higher weight lets the group reach its quota (and no more)."""
         if cores <= 0:
             raise ValueError(f"a CPU quota must be above 0 cores, got {cores}")
+        if weight <= 0:
+            raise ValueError(f"a CPU weight must be above 0, got {weight}")
         path = self.root / name
         try:
             path.mkdir()
@@ -79,8 +91,10 @@ class CpuController:
         if self.version == 1:
             (path / "cpu.cfs_period_us").write_text(f"{PERIOD_US}\n")
             (path / "cpu.cfs_quota_us").write_text(f"{quota}\n")
+            (path / "cpu.shares").write_text(f"{max(2, round(1024 * weight))}\n")
         else:
             (path / "cpu.max").write_text(f"{quota} {PERIOD_US}\n")
+            (path / "cpu.weight").write_text(f"{min(10000, max(1, round(100 * weight)))}\n")
         return CpuGroup(path, self.version, cores)
 
 
@@ -136,3 +150,16 @@ def process_cpu_s(pid: int) -> float:
     with open(f"/proc/{pid}/stat", encoding="ascii") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def process_waiting_s(pid: int) -> float:
+    """Seconds the threads of process `pid` alive now have spent runnable but waiting for a core
+    (/proc/PID/task/*/schedstat): the machine's other work, which a quota (a ceiling) does not
+    keep away; the time the quota itself held them back is the group's `throttled_s`."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[1])
+        except (OSError, IndexError, ValueError):  # the thread ended, or no schedstats in this kernel
+            continue
+    return total / 1e9

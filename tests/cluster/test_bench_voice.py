@@ -58,10 +58,11 @@ def test_no_usable_controller_is_named_with_the_reason(tmp_path: Path) -> None:
 
 def test_a_group_holds_a_busy_process_to_its_quota() -> None:
     controller = _controller_or_skip()
-    group = controller.group(f"gateway-test-{time.time_ns()}", 0.1)
+    group = controller.group(f"gateway-test-{time.time_ns()}", 0.1, weight=2.0)
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         assert group.quota() == (10_000, 100_000)
+        assert group.weight() == 2.0
         group.add(busy.pid)
         assert group.pids() == [busy.pid]
         cpu0, wall0 = process_cpu_s(busy.pid), time.monotonic()
@@ -85,7 +86,7 @@ def test_a_group_holds_a_busy_process_to_its_quota() -> None:
 @pytest.mark.skipif(find_mosquitto() is None, reason="needs mosquitto (Debian package mosquitto)")
 def test_the_voice_line_smoke_run_with_one_member(postgres_dsn: str, tmp_path: Path) -> None:
     _controller_or_skip()
-    args = argparse.Namespace(gateways=[1], member_cpu=0.5, turns=2, step=0, max_boxes=2, spread=1.0,
+    args = argparse.Namespace(gateways=[1], member_cpu=0.5, member_weight=2.0, turns=2, reference_turns=2, step=0, max_boxes=2, spread=1.0,
                               fake_engines=True, keep=tmp_path)
     report = measure(args, None, postgres_dsn, lambda line: None)
     (one,) = report["line"]
