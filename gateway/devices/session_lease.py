@@ -74,8 +74,7 @@ class LeasedConnection:
         if self.lost is not None:
             return
         self.lost = why
-        log.warning("%s: lease-lost: %s; this session ends without another word to the device "
-                    "(it is served where it said Hello)", self.peer, why)
+        log.warning("%s: lease-lost: %s; this session ends without another word to the device", self.peer, why)
         self._ending = asyncio.get_running_loop().create_task(self._refuse(why), name=f"lease-lost {self.peer}")
 
     async def _refuse(self, why: str) -> None:
