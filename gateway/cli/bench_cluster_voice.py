@@ -22,9 +22,9 @@ rendezvous hashing; their ids are chosen so that it spreads them round robin, bo
 i mod M, so the line measures the members' budgets, not the hash's luck with a few ids: the
 spread seen is printed) and at least `--turns` questions. Printed
 per round: p50/p95/max, the CPU each member used (cores, from /proc), the time its quota
-throttled it and the time its threads waited, runnable, for a core (the machine's other work: a
-quota is a ceiling, not a reservation, so on a loaded machine a member may get less than its
-budget; this says how much less), the bench process's own CPU (the boxes) and the load average.
+throttled it and the seconds its threads were runnable but not running (summed over threads:
+the quota's throttling and the machine's other work together; a quota is a ceiling, not a
+reservation), the bench process's own CPU (the boxes) and the load average.
 """
 
 from __future__ import annotations
@@ -224,7 +224,7 @@ def print_line(r: dict[str, Any]) -> None:
           f"deadline p95 <= {r['deadline_ms']} ms (1.5x one box on one member); load average "
           + "%.1f %.1f %.1f before, " % tuple(r["load_before"]) + "%.1f %.1f %.1f after" % tuple(r["load_after"]))
     print(f"{'M':>2} {'N':>3} {'turns':>5} {'p50':>6} {'p95':>6} {'max':>6} {'fail':>4}  spread / member cores "
-          "(s throttled by the quota / s waiting for a core) / bench cores / load")
+          "(s throttled by the quota / thread-s runnable, not running) / bench cores / load")
     for g in r["line"]:
         for row in g["rounds"]:
             members = ", ".join(f"{m} {row['spread'].get(m, 0)} box {c:.2f} ({row['member_throttled_s'][m]}/"

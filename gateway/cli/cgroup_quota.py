@@ -153,9 +153,10 @@ def process_cpu_s(pid: int) -> float:
 
 
 def process_waiting_s(pid: int) -> float:
-    """Seconds the threads of process `pid` alive now have spent runnable but waiting for a core
-    (/proc/PID/task/*/schedstat): the machine's other work, which a quota (a ceiling) does not
-    keep away; the time the quota itself held them back is the group's `throttled_s`."""
+    """Seconds the threads of process `pid` alive now have spent runnable but not running, summed
+    over the threads (/proc/PID/task/*/schedstat: so it may exceed the wall time): the time the
+    quota held their group back (`CpuGroup.throttled_s`, counted once per waiting thread) and the
+    time the machine's other work and the process's own other threads had the cores."""
     total = 0
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
