@@ -78,7 +78,12 @@ class VadBatcher:
             return
         loop = asyncio.get_running_loop()
         requests = [(d, w) for d, w, _ in live]
-        job = self._pool.submit(self._engine.decide_many, requests)
+        try:
+            job = self._pool.submit(self._engine.decide_many, requests)
+        except RuntimeError as exc:  # the pool is shut down (the runner is closing)
+            for _, _, future in live:
+                future.set_exception(exc)
+            return
 
         def deliver(done: ThreadFuture[list[list[bool]]]) -> None:
             for _, _, future in live:

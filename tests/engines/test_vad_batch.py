@@ -105,3 +105,12 @@ async def test_a_caller_that_stopped_waiting_is_left_out(pool) -> None:
     gone.cancel()
     assert await asyncio.wait_for(batcher.decide(b, [_w(-1)]), 10) == [False]
     assert engine.calls == [1] and a.seen == 1
+
+
+async def test_after_the_pool_is_shut_down_a_request_fails_instead_of_hanging() -> None:
+    engine = _Engine()
+    pool = ThreadPoolExecutor(1)
+    batcher = VadBatcher(engine, pool, gather_s=0.01)
+    pool.shutdown()
+    with pytest.raises(RuntimeError):
+        await asyncio.wait_for(batcher.decide(engine.clone(), [_w(1)]), 10)
