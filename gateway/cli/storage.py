@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import Any
 
 from gateway.config import ConfigError, GatewayConfig
@@ -13,16 +14,21 @@ def _cmd_storage(args: argparse.Namespace, cfg: GatewayConfig) -> int:
     from gateway.storage.dsn import postgres_dsn
 
     try:
-        from gateway.storage.from_sqlite import migrate_sqlite_to_postgres
+        from gateway.storage.from_sqlite import CopyMismatch, migrate_sqlite_to_postgres
     except ImportError as exc:  # psycopg: the postgres extra
         raise ConfigError(f"gateway storage needs the PostgreSQL driver ({exc.name}): "
                           ".venv/bin/pip install -e '.[postgres]'") from None
 
     dsn = postgres_dsn(cfg.storage, os.environ)
     memory = cfg.path(cfg.memory.path) if cfg.memory.enabled else None
-    report = migrate_sqlite_to_postgres(cfg.path(cfg.devices.database), memory, dsn, progress=print)
+    try:
+        report = migrate_sqlite_to_postgres(cfg.path(cfg.devices.database), memory, dsn, progress=print)
+    except CopyMismatch as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     print(f"done: {sum(r.inserted for r in report)} rows copied into PostgreSQL "
-          f"({', '.join(f'{r.table} {r.inserted}' for r in report)}); every SQLite row is there. "
+          f"({', '.join(f'{r.table} {r.inserted}' for r in report)}); every SQLite row is there, "
+          "with the same content. "
           "Now set storage.backend: postgres in gateway.yaml.")
     return 0
 

@@ -9,13 +9,19 @@ gateway's RAM only (gateway/brain/history.py): there is none to move.
 
 Idempotent: every row keeps its key and is inserted with ON CONFLICT DO NOTHING, one transaction
 per table, so a second run (or a run after an interrupted one) copies what is missing and
-changes nothing else. The id sequences are moved past the copied ids. At the end each table's
-rows are counted on both sides: every source key must be in PostgreSQL. Reads the SQLite files
-read-only (stop the gateway first so nothing is written meanwhile).
+changes nothing else. The id sequences are moved past the copied ids. At the end each table is
+verified on both sides: every source key must be in PostgreSQL, and a checksum over the copied
+columns (sha256 over the rows in key order, each row's values in a canonical form: integral
+floats as ints, the embedding as the float16s PostgreSQL keeps) of the SQLite rows must equal
+the one of the PostgreSQL rows with those keys, read back; a difference raises CopyMismatch
+naming the table, both checksums, how many rows differ and the first one's key and columns.
+Rows PostgreSQL holds beyond the SQLite keys (another box's) are not compared. Reads the SQLite
+files read-only (stop the gateway first so nothing is written meanwhile).
 """
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -55,6 +61,10 @@ TABLES = (
     Table("meta", ("key", "value"), ("key",), "memory"),
     Table("feed_cursors", ("name", "position"), ("name",), "memory"),
 )
+
+
+class CopyMismatch(RuntimeError):
+    """PostgreSQL's rows differ from (or lack some of) the SQLite rows after the copy."""
 
 
 @dataclass
@@ -123,9 +133,75 @@ def _verify(src: sqlite3.Connection, dst: psycopg.Connection, table: Table) -> i
     return missing
 
 
+def _canonical(value: object) -> object:
+    """One form for a value on both sides (SQLite may keep an integral REAL as an int, and back)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _source_row(table: Table, row: tuple) -> tuple:
+    if table.name == "nodes":  # PostgreSQL keeps the embedding as halfvec: compare the float16s
+        *head, blob = row
+        return (*map(_canonical, head), np.frombuffer(blob, np.float32).astype(">f2").tobytes())
+    return tuple(map(_canonical, row))
+
+
+def _target_row(table: Table, row: tuple) -> tuple:
+    if table.name == "nodes":  # halfvec_send(): int16 dims, int16 unused, big-endian float16s
+        *head, sent = row
+        return (*map(_canonical, head), bytes(sent)[4:])
+    return tuple(map(_canonical, row))
+
+
+_INT_KEYS = {"id", "node_id"}  # the other key columns are text
+
+
+def _checksum(src: sqlite3.Connection, dst: psycopg.Connection, table: Table) -> str:
+    """The checksum of the copied columns; raises CopyMismatch unless every SQLite row equals PostgreSQL's.
+
+    Both sides are read in key order (text keys in PostgreSQL's "C" collation: byte order, as
+    SQLite's BINARY and Python's str compare), merged on the key, and hashed row by row."""
+    names = [k.strip('"') for k in table.key]
+    pg_columns = ", ".join("halfvec_send(embedding)" if c == "embedding" else c for c in table.columns)
+    pg_order = ", ".join(k if k in _INT_KEYS else f'{k} COLLATE "C"' for k in names)
+    position = [table.columns.index(k) for k in table.key]
+    ours, theirs = hashlib.sha256(), hashlib.sha256()
+    differing, first = 0, ""
+    source = src.execute(f"SELECT {', '.join(table.columns)} FROM {table.name} ORDER BY {', '.join(table.key)}")
+    with dst.transaction(), dst.cursor(name=f"checksum_{table.name}") as target:
+        target.itersize = BATCH
+        target.execute(f"SELECT {pg_columns} FROM {table.name} ORDER BY {pg_order}")
+        other: tuple | None = None  # the next PostgreSQL row (merge join on the key)
+        exhausted = False
+        while rows := source.fetchmany(BATCH):
+            for raw in rows:
+                row = _source_row(table, raw)
+                key = tuple(row[i] for i in position)
+                while not exhausted and (other is None or tuple(other[i] for i in position) < key):
+                    fetched = target.fetchone()
+                    exhausted = fetched is None
+                    other = None if fetched is None else _target_row(table, fetched)
+                match = other if other is not None and tuple(other[i] for i in position) == key else None
+                ours.update(repr(row).encode())
+                theirs.update(repr(match).encode())
+                if match != row:
+                    differing += 1
+                    if differing == 1:
+                        what = ("the row is missing" if match is None else "differs in " + ", ".join(
+                            c.strip('"') for c, a, b in zip(table.columns, row, match) if a != b))
+                        first = f"{', '.join(f'{n}={k!r}' for n, k in zip(names, key))} ({what})"
+    if differing:
+        raise CopyMismatch(f"storage: {table.name}: checksum mismatch after the copy: SQLite sha256"
+                           f" {ours.hexdigest()[:16]}, PostgreSQL {theirs.hexdigest()[:16]}; {differing} rows differ,"
+                           f" the first {first}: PostgreSQL's rows changed since an earlier copy or were corrupted"
+                           " on the way; check the database before using it")
+    return ours.hexdigest()
+
+
 def migrate_sqlite_to_postgres(devices_db: Path, memory_db: Path | None, dsn: str,
                                progress: Callable[[str], None] = print) -> list[Copied]:
-    """Copy everything (see the module's doc); raises RuntimeError when a source row is missing after."""
+    """Copy everything (see the module's doc); raises CopyMismatch when a source row is missing or differs after."""
     sources = {"devices": _open_ro(devices_db) if devices_db.exists() else None,
                "memory": _open_ro(memory_db) if memory_db is not None and memory_db.exists() else None}
     for name, conn in sources.items():
@@ -142,10 +218,12 @@ def migrate_sqlite_to_postgres(devices_db: Path, memory_db: Path | None, dsn: st
                 copied = copy_table(src, dst, table, progress)
                 missing = _verify(src, dst, table)
                 if missing:
-                    raise RuntimeError(f"storage: {table.name}: {missing} rows of the SQLite database are not in "
+                    raise CopyMismatch(f"storage: {table.name}: {missing} rows of the SQLite database are not in "
                                        "PostgreSQL after the copy")
+                digest = _checksum(src, dst, table)
                 progress(f"storage: {table.name}: {copied.source_rows} rows in SQLite, {copied.inserted} copied now, "
                          f"{copied.target_rows} in PostgreSQL")
+                progress(f"storage: {table.name}: sha256 {digest[:16]} on both sides")
                 report.append(copied)
     finally:
         for conn in sources.values():
