@@ -5,6 +5,12 @@ when it takes a device; every gateway subscribes `P/$cluster/devices/+` and `P/+
 them can list every device of the cluster: online or not, and served by which live member. A
 record naming a gateway that is no longer a member means nobody serves the device right now
 (the next owner overwrites it when it takes the lease).
+
+WebSocket and CoAP devices have no status on the broker: their record says whether their session
+lives, `"session": true` from the serving member's Hello, `false` once that session ended there
+(published only while that member still held the lease: never over a newer holder's record; a
+holder that hears an older record of its device answers with its own, so a late one is healed
+within a broker hop). Such a device is online while its record says so and names a live member.
 """
 
 from __future__ import annotations
@@ -21,15 +27,19 @@ class Served:
     gateway: str
     epoch: int
     since: float  # unix time the lease was taken
+    session: bool | None = None  # a WebSocket / CoAP session: live there, or ended; None: an MQTT device
 
     def encode(self) -> bytes:
-        return json.dumps({"gateway": self.gateway, "epoch": self.epoch, "since": self.since}).encode()
+        record: dict[str, object] = {"gateway": self.gateway, "epoch": self.epoch, "since": self.since}
+        if self.session is not None:
+            record["session"] = self.session
+        return json.dumps(record).encode()
 
 
 @dataclass(frozen=True)
 class DeviceEntry:
     device_id: str
-    online: bool  # its retained status on the broker
+    online: bool  # its retained status on the broker; a WebSocket / CoAP device: its session lives
     gateway: str | None  # the live member serving it, None: nobody right now
     epoch: int | None
     since: float | None
@@ -53,8 +63,11 @@ class DeviceDirectory:
             return
         try:
             data = json.loads(payload)
-            self._served[device_id] = Served(str(data["gateway"]), int(data["epoch"]), float(data["since"]))
-        except (ValueError, TypeError, KeyError) as exc:
+            session = data.get("session")
+            if session is not None and not isinstance(session, bool):
+                raise ValueError(f"session must be true or false, not {session!r}")
+            self._served[device_id] = Served(str(data["gateway"]), int(data["epoch"]), float(data["since"]), session)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
             log.warning("cluster: ignored the directory record of device %s: %s", device_id, exc)
 
     def served(self, device_id: str) -> Served | None:
@@ -70,6 +83,7 @@ class DeviceDirectory:
             served = self._served.get(device_id)
             if served is not None and served.gateway not in live_members:
                 served = None
-            out.append(DeviceEntry(device_id, self._online.get(device_id, False), served and served.gateway,
-                                   served and served.epoch, served and served.since))
+            online = self._online.get(device_id, False) or (served is not None and served.session is True)
+            out.append(DeviceEntry(device_id, online, served and served.gateway, served and served.epoch,
+                                   served and served.since))
         return out

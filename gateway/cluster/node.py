@@ -23,6 +23,9 @@ one, and the device's session there `take`s its lease at its Hello, from whichev
 The node renews it with the others (also while off the broker: those devices do not reach it there)
 until the session `drop`s it; when another member takes it, the session's `on_lost` ends it:
 as soon as that member's directory record arrives (one broker hop), or at the failed renewal.
+Their directory record says whether the session lives (gateway/cluster/directory.py): `session`
+true at the take, false when it ends here while this member still holds the lease (never over a
+newer holder's record); a holder hearing an older record of its device publishes its own again.
 
 `share_events` publishes this member's turn events for the other members' screens and puts
 theirs on this gateway's bus (gateway/cluster/events.py).
@@ -101,6 +104,7 @@ class ClusterNode:
         self.owned: set[str] = set()  # online devices this gateway owns by the member list (subscribed)
         self.held: dict[str, Lease] = {}
         self.sessions: dict[str, SessionLost] = {}  # held devices whose lease a session took (`take`)
+        self._records: dict[str, Served] = {}  # the directory record this member published last, per device
         self._tried: dict[str, float] = {}  # device -> when its lease was last claimed in vain
         self._to_release: set[str] = set()
         self._port: ClusterPort | None = None
@@ -161,6 +165,7 @@ class ClusterNode:
         elif kind == "devices":
             self.directory.heard(name, payload)
             self._taken_elsewhere(name)
+            self._answer_older_record(name)
         elif kind == "events" and self._bus is not None:
             self.events.incoming(name, payload, self._bus.publish)
 
@@ -198,16 +203,15 @@ class ClusterNode:
         self.takeovers += 1
         log.info("cluster %s: took the lease on %s (epoch %d) for its session here%s", self.me, device_id, epoch,
                  f", from {previous}, which held it" if previous else "")
-        if self._port is not None:  # the directory, and the member that held it stops at once
-            self._port.publish(f"{self.prefix}/$cluster/devices/{device_id}",
-                               Served(self.me, epoch, time.time()).encode(), retain=True)
-        return epoch
+        self._publish_record(Served(self.me, epoch, time.time(), session=True), device_id)  # the member
+        return epoch  # that held it stops at once
 
     def drop(self, device_id: str, epoch: int) -> None:
         """The session that took the lease `epoch` has ended: released, unless a newer one holds it."""
         lease = self.held.get(device_id)
         if device_id in self.sessions and lease is not None and lease.epoch == epoch:
             del self.held[device_id], self.sessions[device_id]
+            self._session_ended(device_id, epoch)
             self._to_release.add(device_id)
             self._wake.set()
 
@@ -251,6 +255,32 @@ class ClusterNode:
                         served.gateway, device_id, served.epoch)
             self._hand_over(device_id, f"gateway {served.gateway} took its lease (epoch {served.epoch})")
 
+    def _publish_record(self, record: Served, device_id: str) -> None:
+        self._records[device_id] = record
+        if self._port is not None:
+            self._port.publish(f"{self.prefix}/$cluster/devices/{device_id}", record.encode(), retain=True)
+
+    def _session_ended(self, device_id: str, epoch: int) -> None:
+        """A session's lease `epoch` ended here: its record says so, unless a newer holder's is known."""
+        mine, heard = self._records.pop(device_id, None), self.directory.served(device_id)
+        if mine is None or mine.session is None or mine.epoch != epoch:
+            return
+        if heard is not None and heard.epoch > epoch:
+            return  # another member took it since: its record stays
+        self._publish_record(Served(self.me, epoch, mine.since, session=False), device_id)
+        del self._records[device_id]  # nothing of this member's to defend any more
+
+    def _answer_older_record(self, device_id: str) -> None:
+        """A record older than the lease this member holds (a late `session: false` of the member that
+        held it before, published after ours): ours again, so the retained one is right."""
+        mine, lease, heard = self._records.get(device_id), self.held.get(device_id), self.directory.served(device_id)
+        if mine is None or lease is None or lease.epoch != mine.epoch:
+            return
+        if heard is None or heard.epoch < mine.epoch:
+            log.info("cluster %s: an older directory record of %s (%s); publishing this member's (epoch %d) again",
+                     self.me, device_id, f"{heard.gateway}, epoch {heard.epoch}" if heard else "deleted", mine.epoch)
+            self._publish_record(mine, device_id)
+
     def _heartbeat(self) -> None:
         if self._port is not None:  # MQTT 5 message expiry: a dead member's record does not outlive it
             self._port.publish(self.member_topic(self.me), self.record.encode(), retain=True,
@@ -280,6 +310,7 @@ class ClusterNode:
                 if lease.valid_until <= now:
                     del self.held[device_id]
                     log.warning("cluster %s: lease on %s not renewed in time: its session ends", self.me, device_id)
+                    self._session_ended(device_id, lease.epoch)
                     self._hand_over(device_id, "its lease was not renewed in time")
             try:
                 await self._release()
@@ -314,6 +345,7 @@ class ClusterNode:
             elif self.held.get(device_id) is lease and device_id not in renewed:
                 del self.held[device_id]
                 log.warning("cluster %s: lost the lease on %s: its session ends", self.me, device_id)
+                self._session_ended(device_id, lease.epoch)
                 self._hand_over(device_id, "its lease was lost")
 
     async def _claim(self) -> None:
@@ -339,8 +371,7 @@ class ClusterNode:
             self.takeovers += 1
             log.info("cluster %s: took the lease on %s (epoch %d)", self.me, device_id, epoch)
             if self._port is not None:
-                self._port.publish(f"{self.prefix}/$cluster/devices/{device_id}",
-                                   Served(self.me, epoch, time.time()).encode(), retain=True)
+                self._publish_record(Served(self.me, epoch, time.time()), device_id)
                 self._port.take_over(device_id, epoch)
 
     async def share_events(self, bus: EventBus) -> None:
