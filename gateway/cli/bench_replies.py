@@ -25,7 +25,7 @@ from gateway.config import GatewayConfig
 from gateway.links.device_side import open_device
 from gateway.links.websocket import WebSocketLink
 from gateway.memory.service import MemoryService
-from gateway.memory.store import Node
+from gateway.memory.nodes import Node
 from gateway.voice.events import TurnFinished, TurnMetrics
 
 MEMORY_QUESTION = "What was my blood pressure this morning?"

@@ -19,7 +19,7 @@ from typing import Any
 from gateway.console.routes import ApiError, ApiRequest, Routes
 from gateway.memory.errors import MemoryInputError
 from gateway.memory.rule_book import NoSuchRule, RuleBook, RuleDraft, RuleInputError, describe
-from gateway.memory.store import Node
+from gateway.memory.nodes import Node
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from typing import Protocol
 
 import numpy as np
 
-from gateway.memory.store import Node, NodeDraft
+from gateway.memory.nodes import Node, NodeDraft
 
 
 class NodeStore(Protocol):

@@ -27,7 +27,7 @@ from gateway.memory.errors import MemoryError_
 from gateway.memory.readings import ReadingEvent, reading_spec
 from gateway.memory.rules import RuleEngine
 from gateway.memory.service import MemoryService
-from gateway.memory.store import Node
+from gateway.memory.nodes import Node
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from typing import Protocol
 
 from gateway.memory.node_input import NodeSpec, node_input
 from gateway.memory.service import MemoryService
-from gateway.memory.store import Node
+from gateway.memory.nodes import Node
 
 _NUMBER = re.compile(r"\s*(?<![\w.])[-+]?\d+(?:\.\d+)?\b")
 

@@ -18,7 +18,7 @@ from datetime import datetime
 
 from gateway.memory.rules import _reading_values, _tag, is_reading
 from gateway.memory.service import MemoryService
-from gateway.memory.store import Node
+from gateway.memory.nodes import Node
 from gateway.memory.tags import inherit_tags
 
 DAY = 24 * 3600

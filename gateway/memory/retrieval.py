@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gateway.memory.store import Node
+from gateway.memory.nodes import Node
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from gateway.memory.errors import MemoryInputError
 from gateway.memory.node_input import check_user
 from gateway.memory.rules import _tag, condition_tags
 from gateway.memory.service import MemoryService
-from gateway.memory.store import Node
+from gateway.memory.nodes import Node
 from gateway.memory.tags import DISABLED
 
 RULE_IMPORTANCE = 9  # as install_rules writes them

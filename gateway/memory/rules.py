@@ -25,7 +25,7 @@ from gateway.memory.events import Alert
 from gateway.memory.node_input import NodeSpec, node_input
 from gateway.memory.run_log import RunLog, RunLogInMemory
 from gateway.memory.service import MemoryService
-from gateway.memory.store import Node
+from gateway.memory.nodes import Node
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,8 @@ from gateway.memory.node_input import NodeSpec, node_input
 from gateway.memory.node_input import check_user as _check_user
 from gateway.memory.retrieval import Scored, Weights, score_arrays
 from gateway.memory.node_store import NodeStore
-from gateway.memory.store import MemoryStore, Node, NodeDraft
+from gateway.memory.nodes import Node, NodeDraft
+from gateway.memory.store import MemoryStore
 from gateway.memory.tags import DISABLED, NODE_TYPES, normalize_tags, schema
 
 log = logging.getLogger(__name__)

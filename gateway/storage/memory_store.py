@@ -12,21 +12,15 @@ service rescores the candidates with their vectors (float16 precision, read in b
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
 
 import numpy as np
 import psycopg
 
+from gateway.memory.node_reads import POSTGRES, NodeReads
+from gateway.memory.nodes import NODE_COLS, Node, NodeDraft, new_node, node_from_row
 from gateway.memory.schema import DIMS
-from gateway.memory.store import Node, NodeDraft
 
-_COLS = "id, user_id, type, content, importance, ts, created, last_retrieved, pointer_ids, tags"
 EF_SEARCH_MIN = 64
-
-
-def _node(row: tuple) -> Node:
-    return Node(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7],
-                tuple(json.loads(row[8])), tuple(json.loads(row[9])))
 
 
 def vector_literal(vec: np.ndarray) -> str:
@@ -44,29 +38,12 @@ def halfvec_array(blobs: list[bytes]) -> np.ndarray:
     return np.stack([np.frombuffer(b, ">f2", offset=4) for b in blobs]).astype(np.float32)
 
 
-def _match(tag: str) -> tuple[str, list[str]]:
-    if tag.endswith(":*"):  # any value of a namespace: a byte range (the column sorts in "C")
-        prefix = tag[:-1]
-        return "(tag >= %s AND tag < %s)", [prefix, prefix[:-1] + ";"]
-    return "tag = %s", [tag]
+class PostgresMemoryStore(NodeReads):
+    _vector_column = "halfvec_send(embedding)"
 
-
-def _tag_clause(all_of: Iterable[str], any_of: Iterable[str]) -> tuple[str, list]:
-    sql, args = "", []
-    for tag in all_of:
-        cond, a = _match(tag)
-        sql += f" AND id IN (SELECT node_id FROM node_tags WHERE {cond})"
-        args.extend(a)
-    parts = [_match(t) for t in any_of]
-    if parts:
-        sql += f" AND id IN (SELECT node_id FROM node_tags WHERE {' OR '.join(c for c, _ in parts)})"
-        args.extend(x for _, a in parts for x in a)
-    return sql, args
-
-
-class PostgresMemoryStore:
     def __init__(self, dsn: str, connect_timeout_s: float = 5.0) -> None:
         self.conn = psycopg.connect(dsn, autocommit=True, connect_timeout=max(1, round(connect_timeout_s)))
+        self.dialect = POSTGRES
         self.conn.execute("SET hnsw.iterative_scan = relaxed_order")
         self._ef_search = EF_SEARCH_MIN
         self.conn.execute(f"SET hnsw.ef_search = {self._ef_search}")
@@ -93,8 +70,7 @@ class PostgresMemoryStore:
                 if draft.tags:
                     cur.executemany("INSERT INTO node_tags (tag, node_id) VALUES (%s, %s)",
                                     [(t, node_id) for t in draft.tags])
-                nodes.append(Node(node_id, draft.user_id, draft.type, draft.content, draft.importance, draft.ts,
-                                  now, now, draft.pointer_ids, draft.tags))
+                nodes.append(new_node(draft, node_id, now))
             if cursor is not None:
                 self._set_cursor(cur, *cursor)
         return nodes
@@ -107,10 +83,6 @@ class PostgresMemoryStore:
     def set_cursor(self, name: str, position: int) -> None:
         with self.conn.transaction(), self.conn.cursor() as cur:
             self._set_cursor(cur, name, position)
-
-    def cursor(self, name: str) -> int | None:
-        row = self.conn.execute("SELECT position FROM feed_cursors WHERE name = %s", (name,)).fetchone()
-        return None if row is None else int(row[0])
 
     def touch(self, ids: list[int], now: float) -> None:
         if ids:
@@ -130,7 +102,7 @@ class PostgresMemoryStore:
         vec = vector_literal(embedding)
         with self.conn.transaction(), self.conn.cursor() as cur:
             cur.execute(f"UPDATE nodes SET content = %s, tags = %s, importance = %s, embedding = %s"
-                        f" WHERE id = %s AND user_id = %s RETURNING {_COLS}",
+                        f" WHERE id = %s AND user_id = %s RETURNING {NODE_COLS}",
                         (content, json.dumps(list(tags)), importance, vec, node_id, user_id))
             row = cur.fetchone()
             if row is None:
@@ -138,7 +110,7 @@ class PostgresMemoryStore:
             cur.execute("DELETE FROM node_tags WHERE node_id = %s", (node_id,))
             if tags:
                 cur.executemany("INSERT INTO node_tags (tag, node_id) VALUES (%s, %s)", [(t, node_id) for t in tags])
-        return _node(row)
+        return node_from_row(row)
 
     def set_meta(self, key: str, value: str) -> None:
         self.conn.execute("INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -154,53 +126,9 @@ class PostgresMemoryStore:
                 self.conn.execute("UPDATE profiles SET extra_info = %s, updated = %s WHERE user_id = %s",
                                   (extra_info, now, user_id))
 
-    # --- reads --------------------------------------------------------------------------------
-    def meta(self, key: str) -> str | None:
-        row = self.conn.execute("SELECT value FROM meta WHERE key = %s", (key,)).fetchone()
-        return row[0] if row else None
-
-    def profile(self, user_id: str) -> dict:
-        row = self.conn.execute("SELECT portrait, extra_info, updated FROM profiles WHERE user_id = %s",
-                                (user_id,)).fetchone()
-        portrait, extra, updated = row if row else ("", "", None)
-        return {"user_id": user_id, "portrait": portrait, "extra_info": extra, "updated": updated}
-
-    def count(self, user_id: str | None = None) -> int:
-        if user_id is None:
-            return self.conn.execute("SELECT count(*) FROM nodes").fetchone()[0]
-        return self.conn.execute("SELECT count(*) FROM nodes WHERE user_id = %s", (user_id,)).fetchone()[0]
-
-    def users(self) -> list[str]:
-        return [r[0] for r in self.conn.execute("SELECT DISTINCT user_id FROM nodes ORDER BY user_id")]
-
-    def get(self, ids: Iterable[int]) -> list[Node]:
-        ids = list(ids)
-        if not ids:
-            return []
-        return [_node(r) for r in self.conn.execute(f"SELECT {_COLS} FROM nodes WHERE id = ANY(%s)", (ids,))]
-
-    def recent(self, user_id: str, n: int, *, all_of: Iterable[str] = (), any_of: Iterable[str] = (),
-               types: Iterable[str] = (), since: float | None = None, until: float | None = None) -> list[Node]:
-        sql, args = _tag_clause(all_of, any_of)
-        types = list(types)
-        if types:
-            sql += " AND type = ANY(%s)"
-            args.append(types)
-        if since is not None:
-            sql += " AND ts >= %s"
-            args.append(since)
-        if until is not None:
-            sql += " AND ts < %s"
-            args.append(until)
-        rows = self.conn.execute(f"SELECT {_COLS} FROM nodes WHERE user_id = %s{sql} ORDER BY ts DESC, id DESC LIMIT %s",
-                                 (user_id, *args, n))
-        return [_node(r) for r in rows]
-
-    def filtered_ids(self, user_id: str, all_of: Iterable[str], any_of: Iterable[str], limit: int) -> list[int]:
-        sql, args = _tag_clause(all_of, any_of)
-        rows = self.conn.execute(f"SELECT id FROM nodes WHERE user_id = %s{sql} ORDER BY ts DESC LIMIT %s",
-                                 (user_id, *args, limit))
-        return [r[0] for r in rows]
+    # --- reads (the shared ones: gateway/memory/node_reads.py) -----------------------------------
+    def _decode_vectors(self, blobs: list) -> np.ndarray:
+        return halfvec_array([bytes(b) for b in blobs])
 
     def candidates(self, user_id: str, query: np.ndarray, k: int) -> list[int]:
         """The HNSW index's k nearest nodes of `user_id` by inner product."""
@@ -214,43 +142,3 @@ class PostgresMemoryStore:
 
     def clear_index(self) -> None:
         """Nothing cached: the HNSW index follows every commit."""
-
-    def score_rows(self, ids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(ids, vectors (k, 384), importance, last_retrieved, ts) of the given nodes, for scoring."""
-        rows = self.conn.execute("SELECT id, halfvec_send(embedding), importance, last_retrieved, ts FROM nodes"
-                                 " WHERE id = ANY(%s)", (list(ids),)).fetchall() if ids else []
-        if not rows:
-            return np.zeros(0, np.int64), np.zeros((0, DIMS), np.float32), *(np.zeros(0) for _ in range(3))
-        vecs = halfvec_array([bytes(r[1]) for r in rows])
-        cols = np.array([(r[2], r[3], r[4]) for r in rows], np.float64)
-        return np.array([r[0] for r in rows], np.int64), vecs, cols[:, 0], cols[:, 1], cols[:, 2]
-
-    def vectors(self, ids: list[int]) -> dict[int, np.ndarray]:
-        if not ids:
-            return {}
-        rows = self.conn.execute("SELECT id, halfvec_send(embedding) FROM nodes WHERE id = ANY(%s)",
-                                 (list(ids),)).fetchall()
-        return {i: v for (i, _), v in zip(rows, halfvec_array([bytes(r[1]) for r in rows]))}
-
-    def iter_nodes(self, user_id: str | None = None, batch: int = 1000) -> Iterator[list[Node]]:
-        """Every node (of one user, or all), oldest id first, in batches."""
-        last = 0
-        where = "" if user_id is None else " AND user_id = %s"
-        while True:
-            args = (last,) if user_id is None else (last, user_id)
-            rows = self.conn.execute(f"SELECT {_COLS} FROM nodes WHERE id > %s{where} ORDER BY id LIMIT %s",
-                                     (*args, batch)).fetchall()
-            if not rows:
-                return
-            yield [_node(r) for r in rows]
-            last = rows[-1][0]
-
-    def iter_all(self, batch: int = 256) -> Iterator[list[tuple[int, str]]]:
-        last = 0
-        while True:
-            rows = self.conn.execute("SELECT id, content FROM nodes WHERE id > %s ORDER BY id LIMIT %s",
-                                     (last, batch)).fetchall()
-            if not rows:
-                return
-            yield rows
-            last = rows[-1][0]

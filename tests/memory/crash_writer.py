@@ -4,7 +4,8 @@ import sys
 
 import numpy as np
 
-from gateway.memory.store import MemoryStore, NodeDraft
+from gateway.memory.nodes import NodeDraft
+from gateway.memory.store import MemoryStore
 
 store = MemoryStore(sys.argv[1])
 rng = np.random.default_rng(int(sys.argv[2]))

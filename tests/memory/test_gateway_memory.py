@@ -12,7 +12,7 @@ from firmware_protocol import Action, Hello, ReadingAck, ReplyText, SensorReadin
 from gateway.voice.events import ReplyEnded
 from gateway.mcp_server.devices import GatewayDevices
 from gateway.memory.events import Alert
-from gateway.memory.store import Node
+from gateway.memory.nodes import Node
 from tests.memory.conftest import until
 
 
