@@ -10,7 +10,8 @@ real VAD, ASR and TTS loaded as `gateway run` loads them, instead of the fake on
 (the LAN screens on 127.0.0.1:screens_port, plain http, the screen key in `folder`/screens-access-key),
 `console_password` (with screens_port: the web console on that port too, this admin password),
 `websocket_port` / `coap_port` (the device WebSocket on 127.0.0.1:websocket_port, `/ws`, and CoAP
-on udp 127.0.0.1:coap_port, as behind a load balancer: their sessions take the device's lease).
+on udp 127.0.0.1:coap_port, as behind a load balancer: their sessions take the device's lease),
+`xiaozhi` (true: the xiaozhi OTA and WebSocket endpoints on the device WebSocket port too).
 It prints `ready` on stdout once
 connected, logs to stderr, and serves until SIGTERM (a clean leave) or SIGKILL (a crash). The
 cluster tests and `gateway bench-cluster` start three of them as separate processes.
@@ -47,7 +48,7 @@ def member_config(args: dict[str, Any]) -> dict[str, Any]:
         "devices": {"database": str(folder / "gateway.db"), "max_readings_per_minute": 0,
                     "max_readings_per_minute_per_peer": 0},
         "coap": {"enabled": "coap_port" in args, "port": int(args.get("coap_port", 5683))},
-        "xiaozhi": {"enabled": False},
+        "xiaozhi": {"enabled": bool(args.get("xiaozhi", False))},
         "screens": {"enabled": "screens_port" in args, "host": "127.0.0.1", "port": int(args.get("screens_port", 0)),
                     "tls": False, "access_key": str(folder / "screens-access-key")},
         "console": {"enabled": "console_password" in args, "password_file": str(folder / "console-password")},

@@ -13,7 +13,7 @@ from gateway.devices.device_actions import DeviceActions
 from gateway.links.base import DeviceConnection, LinkServices
 from gateway.links.http_front import HttpReply, HttpRequest
 from gateway.links.xiaozhi.box_tools import ToolServices
-from gateway.links.xiaozhi.connection import XiaozhiConnection, XiaozhiSettings
+from gateway.links.xiaozhi.connection import RoamingXiaozhiConnection, XiaozhiSettings
 from gateway.links.xiaozhi.emotions import EmotionTable
 from gateway.links.xiaozhi.mqtt_udp import XiaozhiMqttUdp
 from gateway.links.xiaozhi.ota import Enrolment, OtaService
@@ -82,8 +82,8 @@ class XiaozhiEndpoint:
         return await self.ota.handle(request)
 
     def connection(self, ws: ServerConnection) -> DeviceConnection:
-        return XiaozhiConnection(WebSocketChannel(ws, self.settings.max_frame_bytes), self.settings, self.emotions,
-                                 tools=self.tools, opus_meter=self.opus_meter)
+        return RoamingXiaozhiConnection(WebSocketChannel(ws, self.settings.max_frame_bytes), self.settings,
+                                        self.emotions, tools=self.tools, opus_meter=self.opus_meter)
 
     def mqtt_udp(self, udp_bind: str, udp_port: int, udp_host: str = "") -> XiaozhiMqttUdp:
         """The boxes' MQTT+UDP transport (an extension of the MQTT link); the OTA answer then offers it."""
