@@ -189,7 +189,7 @@ class GuardedConnection(Roaming):
     async def lease_lost(self, text: str) -> None:
         if isinstance(self._conn, Roaming):
             await self._conn.lease_lost(text)
-        else:  # an endpoint's connection (a xiaozhi box): its own close
+        else:  # an endpoint's connection that does not roam: its own close (xiaozhi boxes roam)
             await self._conn.close(f"lease-lost: {text}")
 
 
