@@ -9,11 +9,10 @@ Topics (PROTOCOL.md, "MQTT"), with `P` = mqtt.topic_prefix and `D` = the device 
 The gateway subscribes to `P/+/up` and `P/+/status` with a persistent session, so QoS 1 messages
 sent while it was away are delivered when it is back. A device's first message opens a session
 (run by the core like any other connection; a Hello always opens a new one); `offline` or a broker disconnect ends it. Each
-device has a bounded inbox: when the core falls behind, new messages are dropped and counted
-(audio is real-time anyway; an unacked SensorReading is resent by the device).
+device has a bounded inbox (gateway/links/mqtt_connection.py).
 
 `embedded`: the gateway runs the broker itself, Debian's mosquitto (gateway/links/mosquitto.py,
-its logins and ACL from the device registry); otherwise it is a client of `host:port`.
+its logins and ACL from the device registry; started by gateway/links/mqtt_broker_start.py); otherwise it is a client of `host:port`.
 
 `cluster`: one of several gateways behind an external MQTT 5 broker (docs/SCALE-OUT.md): the
 node (gateway/cluster/node.py) says which devices this gateway owns and holds their leases; the
@@ -34,11 +33,8 @@ import asyncio
 import contextlib
 import logging
 import re
-import tempfile
-from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 import paho.mqtt.client as paho
@@ -46,11 +42,12 @@ import paho.mqtt.client as paho
 from firmware_protocol import AudioChunk, Error, Hello, Message, ProtocolError, decode, encode
 from firmware_protocol.messages import DEVICE_ID_PATTERN
 from gateway.links.mqtt_dedup import RedeliveryFilter
-from gateway.links.base import ConnectionHandler, LinkClosed, LinkServices, ManyInFlight
-from gateway.links.mqtt_broker import EmbeddedBroker
-from gateway.links.mosquitto import MosquittoBroker, MosquittoMissing
+from gateway.links.base import ConnectionHandler, LinkClosed, LinkServices
+from gateway.links.mosquitto import MosquittoBroker
+from gateway.links.mqtt_broker_start import start_extension_broker, start_mosquitto
 from gateway.links.mqtt_client import AsyncPaho, Will, stay_connected
 from gateway.links.mqtt_cluster import MqttClusterPort, expiry_of, lease_properties
+from gateway.links.mqtt_connection import MqttDeviceConnection
 from gateway.links.mqtt_extension import BrokerAddress, MqttExtension
 
 if TYPE_CHECKING:
@@ -58,56 +55,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PACKET_OVERHEAD = 1024  # mosquitto's max_packet_size counts the header and topic beside the payload
-
 
 def qos_for(message: Message) -> int:
     """Audio at QoS 0 (late audio is useless), everything else at QoS 1."""
     return 0 if isinstance(message, AudioChunk) else 1
-
-
-class MqttDeviceConnection(ManyInFlight):
-    """The gateway's view of one device reachable under `P/D/`."""
-
-    def __init__(self, link: "MqttLink", device_id: str) -> None:
-        self.peer = f"mqtt {device_id}"
-        self.device_id = device_id
-        self._link = link
-        self._inbox: deque[Message | ProtocolError] = deque()
-        self._ready = asyncio.Event()
-        self._closed: str | None = None
-        self.dropped = 0
-
-    def deliver(self, item: Message | ProtocolError) -> None:
-        if len(self._inbox) >= self._link.inbox_messages:
-            self.dropped += 1
-            if self.dropped in (1, 10, 100) or self.dropped % 1000 == 0:
-                log.warning("%s: inbox full, dropped %d messages so far", self.peer, self.dropped)
-            return
-        self._inbox.append(item)
-        self._ready.set()
-
-    def end(self, reason: str) -> None:
-        if self._closed is None:
-            self._closed = reason
-        self._ready.set()
-
-    async def receive(self) -> Message | ProtocolError:
-        while not self._inbox:
-            if self._closed is not None:
-                raise LinkClosed(self._closed)
-            self._ready.clear()
-            await self._ready.wait()
-        return self._inbox.popleft()
-
-    async def send(self, message: Message) -> None:
-        if self._closed is not None:
-            raise LinkClosed(self._closed)
-        self._link.publish_down(self.device_id, message)
-
-    async def close(self, reason: str = "") -> None:
-        self.end(reason or "closed")
-        self._link.forget(self)
 
 
 class MqttLink:
@@ -311,23 +262,8 @@ class MqttLink:
 
     async def _start_broker(self, services: LinkServices, stack: contextlib.AsyncExitStack) -> MosquittoBroker:
         """The embedded mosquitto for the gateway's own topics; the link then logs in to it."""
-        if self.broker_folder is None:  # served on its own (tests, benchmarks): a folder of its own
-            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gateway-mosquitto-")))
-        else:
-            folder = self.broker_folder
-        open_enrolment = services.enrolment.open_enrolment if services.enrolment is not None else True
-        broker = MosquittoBroker(folder, self.host, self.port, self.prefix, self.max_frame_bytes + PACKET_OVERHEAD,
-                                 services.broker_logins, open_enrolment)
-        try:
-            await broker.start()
-        except MosquittoMissing as exc:
-            log.error("mqtt: %s (or set mqtt.host to an external broker, or mqtt.enabled: false)", exc)
-            raise
-        except OSError as exc:  # the gateway's start-up names the port, its key and its holder
-            log.error("mqtt: the embedded broker cannot listen on %s:%d (%s); change mqtt.port or set "
-                      "mqtt.host to an external broker", self.host, self.port, exc.strerror or exc)
-            raise
-        stack.push_async_callback(broker.stop)
+        broker = await start_mosquitto(self.broker_folder, self.host, self.port, self.prefix, self.max_frame_bytes,
+                                       services, stack)
         self.broker = broker
         self.port = broker.port
         self.username, self.password = broker.gateway_user, broker.gateway_password
@@ -337,15 +273,8 @@ class MqttLink:
     async def _start_extension_broker(self, services: LinkServices,
                                       stack: contextlib.AsyncExitStack) -> BrokerAddress:
         """The extensions' own small amqtt broker (their clients need the broker to subscribe them)."""
-        broker = EmbeddedBroker(self.host, self.extension_port, self.prefix, services.check_credentials,
-                                self.extensions, own_topics=False)
-        try:
-            await broker.start()
-        except OSError as exc:
-            log.error("mqtt: the extensions' broker (xiaozhi MQTT+UDP) cannot listen on %s:%d (%s); change "
-                      "xiaozhi.mqtt_port", self.host, self.extension_port, exc.strerror or exc)
-            raise
-        stack.push_async_callback(broker.stop)
+        broker = await start_extension_broker(self.host, self.extension_port, self.prefix, self.extensions,
+                                              services, stack)
         self.extension_port = broker.port  # the bound one, when 0 was asked for
         self._ext_client = AsyncPaho(broker.gateway_user, self._on_message, username=broker.gateway_user,
                                      password=broker.gateway_password, persistent=False,

@@ -226,7 +226,7 @@ async def test_a_coap_box_that_says_hello_to_another_member_gets_401_with_its_ol
 def test_serial_sessions_take_no_lease():
     """A cable ends at one gateway: its connection does not roam, so its session takes no lease."""
     from gateway.links.base import Roaming
-    from gateway.links.mqtt import MqttDeviceConnection
+    from gateway.links.mqtt_connection import MqttDeviceConnection
     from gateway.links.serial_link import SerialConnection
 
     assert not issubclass(SerialConnection, Roaming) and not issubclass(MqttDeviceConnection, Roaming)

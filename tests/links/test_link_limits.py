@@ -5,7 +5,8 @@ from __future__ import annotations
 from firmware_protocol import Ping, Pong
 from gateway.config import parse_config
 from gateway.links.coap import CoapDeviceConnection, CoapLink
-from gateway.links.mqtt import MqttDeviceConnection, MqttLink
+from gateway.links.mqtt import MqttLink
+from gateway.links.mqtt_connection import MqttDeviceConnection
 
 
 async def test_an_mqtt_device_inbox_holds_the_configured_number_of_messages_then_drops_and_counts():
@@ -29,7 +30,7 @@ async def test_a_coap_outbox_nobody_fetches_stops_growing_at_the_configured_size
 
 def test_the_limits_come_from_the_config():
     cfg = parse_config({"mqtt": {"inbox_messages": 16, "offline_queue": 5}, "coap": {"outbox_bytes": 8192}})
-    from gateway.app import default_links
+    from gateway.app_links import default_links
 
     links = {link.name: link for link in default_links(cfg)}
     assert links["mqtt"].inbox_messages == 16 and links["mqtt"].offline_queue == 5
@@ -139,7 +140,7 @@ def test_a_repeated_log_line_is_written_once_per_interval_and_then_counts_the_re
 def test_the_gateway_limits_come_from_the_config():
     cfg = parse_config({"server": {"max_sessions": 10, "max_sessions_per_peer": 3, "session_idle_s": 0},
                         "devices": {"login_backoff_s": 2, "max_readings_per_minute_per_peer": 50}})
-    from gateway.app import default_links
+    from gateway.app_links import default_links
 
     links = {link.name: link for link in default_links(cfg)}
     limits = links["websocket"].limits
