@@ -1,7 +1,7 @@
 """Composition root: the one place that builds the engines, brain, memory and links and wires them.
 
 `load_runner` loads the models; `build_gateway` builds the rest from the config (the memory and
-the default links included); `Gateway.serve` runs it all in one TaskGroup. Benchmarks and tests
+the default links of gateway/app_links.py included); `Gateway.serve` runs it all in one TaskGroup. Benchmarks and tests
 construct `Gateway(cfg, runner, links, memory=...)` directly with the parts they want.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -20,6 +19,7 @@ import numpy as np
 
 from gateway.audio.pcm import int16_to_float, resample
 from gateway.brain.factory import build_brain, build_mcp_clients, drain_brain
+from gateway.app_links import default_links
 from gateway.bus import EventBus
 from gateway.config import ConfigError, GatewayConfig
 from gateway.console.api_devices import ClusterView
@@ -28,7 +28,6 @@ from gateway.console.log_tail import LogTail
 from gateway.devices.activation import ActivationStore, Activations
 from gateway.devices.auth import Authenticator, SqliteDeviceRegistry
 from gateway.devices.database import Database
-from gateway.devices.device_actions import DeviceActions
 from gateway.devices.device_tools import DeviceTools
 from gateway.devices.reading_log import ReadingLog
 from gateway.devices.reading_list import ReadingList, SqliteReadingList
@@ -40,9 +39,6 @@ from gateway.engines.factory import load_engines
 from gateway.engines.runner import EngineRunner
 from gateway.engines.wake_word import MicroWakeWords
 from gateway.expression.service import ExpressionService
-from gateway.screens.access import screen_key
-from gateway.screens.server import ScreensServer
-from gateway.screens.tls import server_context
 from gateway.links.base import DeviceConnection, DeviceLink, LinkServices
 from gateway.memory.reading_feed import ReadingFeed
 from gateway.memory.alerts import speak_alerts
@@ -53,13 +49,7 @@ from gateway.memory.rules import RuleEngine, install_rules
 from gateway.memory.scheduler import MemoryScheduler
 from gateway.memory.service import MemoryService
 from gateway.mcp_server.devices import GatewayDevices
-from gateway.links.coap import CoapLink
-from gateway.links.mqtt import MqttLink
-from gateway.links.serial_link import SerialLink, SerialPort
-from gateway.links.limits import PeerLimits, throttle_accept_errors
-from gateway.links.websocket import WebSocketLink
-from gateway.links.xiaozhi.emotions import EmotionTable
-from gateway.links.xiaozhi.endpoint import XiaozhiEndpoint, lan_address
+from gateway.links.limits import throttle_accept_errors
 from gateway.engines.store import ModelStore
 
 if TYPE_CHECKING:
@@ -286,66 +276,3 @@ def postgres_backend(cfg: GatewayConfig, environ: Mapping[str, str]) -> Postgres
                           ".venv/bin/pip install -e '.[postgres]'") from None
     from gateway.storage.dsn import postgres_dsn
     return PostgresBackend(postgres_dsn(cfg.storage, environ), cfg.storage)
-
-
-def default_links(cfg: GatewayConfig, cluster: ClusterNode | None = None) -> list[DeviceLink]:
-    """The configured links; `cluster`: the MQTT link serves as that member of a cluster."""
-    s = cfg.server
-    endpoints = []
-    mqtt_extensions = []  # xiaozhi boxes on MQTT+UDP share the MQTT link's broker
-    if cfg.xiaozhi.enabled:  # stock xiaozhi-esp32 boxes on the same port (OTA bootstrap + their WebSocket)
-        emotions = EmotionTable.load(cfg.path(cfg.xiaozhi.emotions))
-        actions = DeviceActions.load(cfg.path(cfg.xiaozhi.device_actions))
-        endpoints.append(XiaozhiEndpoint.from_config(cfg.xiaozhi, emotions, s.max_frame_bytes, actions))
-        if cfg.xiaozhi.mqtt_udp and cfg.mqtt.enabled:
-            mqtt_extensions.append(endpoints[-1].mqtt_udp(s.host, cfg.xiaozhi.udp_port, cfg.xiaozhi.udp_host))
-        elif cfg.xiaozhi.mqtt_udp:
-            log.warning("xiaozhi.mqtt_udp is on but mqtt.enabled is off: boxes keep the WebSocket")
-    d = cfg.devices
-    limits = PeerLimits(s.max_sessions, s.max_sessions_per_peer, d.login_backoff_s, d.login_backoff_max_s,
-                        d.max_readings_per_minute_per_peer)  # one per gateway: WebSocket and CoAP share it
-    ws_link = WebSocketLink(s.host, s.websocket_port, s.websocket_path, s.max_frame_bytes, endpoints, limits,
-                            idle_s=s.session_idle_s or None, idle_probe_s=s.hello_timeout_s)
-    links: list[DeviceLink] = [ws_link]
-    if cfg.screens.enabled:
-        sc = cfg.screens
-        tls = server_context(cfg.path(sc.cert), cfg.path(sc.key)) if sc.tls else None
-        links.append(ScreensServer(sc.host, sc.port, sc.path, sc.audio_cache, s.max_frame_bytes, tls,
-                                   key=screen_key(cfg.path(sc.access_key))))
-    if cfg.serial.ports:
-        ports = [SerialPort(p.port, p.baud) for p in cfg.serial.ports]
-        links.append(SerialLink(ports, s.max_frame_bytes))
-    if cfg.mqtt.enabled:
-        m = cfg.mqtt
-        links.append(MqttLink(m.host or s.host, m.port, topic_prefix=m.topic_prefix, protocol=m.protocol,
-                              client_id=cluster.client_id if cluster is not None else m.client_id,
-                              username=m.username or None, password=m.password or None, cluster=cluster,
-                              max_frame_bytes=s.max_frame_bytes, embedded=not m.host,
-                              inbox_messages=m.inbox_messages, offline_queue=m.offline_queue,
-                              extensions=mqtt_extensions, extension_port=cfg.xiaozhi.mqtt_port,
-                              broker_folder=cfg.path(cfg.devices.database).parent / "mosquitto"))
-    if cfg.coap.enabled:
-        links.append(CoapLink(s.host, cfg.coap.port, s.max_frame_bytes, cfg.coap.outbox_bytes, cfg.coap.session_idle_s,
-                              limits))
-    return links
-
-
-def connect_hints(cfg: GatewayConfig, port: int) -> list[str]:
-    """Where devices connect, for the start-up banner."""
-    path = cfg.server.websocket_path
-    lan = cfg.server.host in ("0.0.0.0", "::", "")
-    host = socket.gethostname() if lan else cfg.server.host
-    if lan:
-        hints = [f"ws://{host}:{port}{path}  (from the LAN)", f"ws://127.0.0.1:{port}{path}  (from this machine)"]
-    else:
-        hints = [f"ws://{host}:{port}{path}"]
-    if cfg.mqtt.enabled:
-        broker = f"{cfg.mqtt.host}:{cfg.mqtt.port}" if cfg.mqtt.host else f"{host}:{cfg.mqtt.port} (embedded broker)"
-        hints.append(f"mqtt://{broker}  topics {cfg.mqtt.topic_prefix}/<device id>/up|down|status")
-    if cfg.coap.enabled:
-        hints.append(f"coap://{host}:{cfg.coap.port}/gw/<device id>/up  (observe .../down)")
-    hints += [f"serial {p.port} at {p.baud} baud" for p in cfg.serial.ports]
-    if cfg.xiaozhi.enabled:
-        ota_host = (lan_address() or host) if lan else cfg.server.host
-        hints.append(f"http://{ota_host}:{port}{cfg.xiaozhi.ota_path}  (xiaozhi-esp32 boxes: set this as their OTA URL)")
-    return hints

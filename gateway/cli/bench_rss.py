@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gateway.app import Gateway, default_links, load_runner
+from gateway.app import Gateway, load_runner
+from gateway.app_links import default_links
 from gateway.audio.pcm import int16_to_float, resample
 from gateway.cli.bench_voice import turn_metrics
 from gateway.cli.virtual_box import simulate

@@ -25,7 +25,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from gateway.app import Gateway, default_links
+from gateway.app import Gateway
+from gateway.app_links import default_links
 from gateway.config import parse_config
 from gateway.engines.fake import FakeAsr, FakeTts, FakeVad
 from gateway.engines.runner import EngineRunner

@@ -50,7 +50,7 @@ def _preflight(cfg: GatewayConfig) -> int:
 
 
 def _announce(cfg: GatewayConfig, links: list[DeviceLink]) -> None:
-    from gateway.app import connect_hints
+    from gateway.app_links import connect_hints
 
     port = links[0].port
     print("\nGateway ready. Voice boxes connect to:", flush=True)

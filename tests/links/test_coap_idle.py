@@ -14,7 +14,8 @@ import pytest
 import pytest_asyncio
 
 from firmware_protocol import Error, Hello, Ping, Pong, SensorReading, Welcome
-from gateway.app import Gateway, default_links
+from gateway.app import Gateway
+from gateway.app_links import default_links
 from gateway.config import parse_config
 from gateway.devices.registry import SessionRegistry
 from gateway.links.coap import CoapLink

@@ -1,5 +1,5 @@
 """The gateway's session caps hold on the CoAP link too (one PeerLimits shared with the WebSocket
-link, gateway/app.py default_links), with libcoap's coap-client as the devices and the attacker
+link, gateway/app_links.py default_links), with libcoap's coap-client as the devices and the attacker
 (`-a 127.0.0.2`: another source address on loopback)."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import pytest
 import pytest_asyncio
 
 from firmware_protocol import Error, Hello, Welcome, encode
-from gateway.app import Gateway, default_links
+from gateway.app import Gateway
+from gateway.app_links import default_links
 from gateway.config import parse_config
 from gateway.links.coap import CoapLink
 from gateway.links.websocket import WebSocketLink

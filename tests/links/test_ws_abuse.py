@@ -1,7 +1,7 @@
 """The WebSocket link under abuse, with real sockets: the websockets client library is the
 attacker, connecting from 127.0.0.2 while the device that must keep being served connects from
 127.0.0.1 (both loopback on Linux, so the gateway sees two peer addresses). The gateway runs on
-the fake engines with the limits `gateway run` wires (gateway/app.py default_links)."""
+the fake engines with the limits `gateway run` wires (gateway/app_links.py default_links)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from websockets.exceptions import ConnectionClosed
 
 from firmware_protocol import (Error, Hello, Message, Ping, Pong, ReadingAck, ReadingStatus, SensorReading,
                                Welcome, decode, encode)
-from gateway.app import Gateway, default_links
+from gateway.app import Gateway
+from gateway.app_links import default_links
 from gateway.config import GatewayConfig, parse_config
 from gateway.devices.auth import add_device
 from gateway.engines.runner import EngineRunner
