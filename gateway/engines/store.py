@@ -2,8 +2,8 @@
 
 Model files ship inside ordinary PyPI packages. Preparing a model links each package file
 into `prepared/<name>/` (a symlink; a copy where symlinks are not possible), derives the files
-that need deriving (Moonshine's `tokens.txt`), checks every sha256 against the manifest and
-writes `SHA256SUMS` last, as the "prepared" marker. Preparing is idempotent and every write is
+that need deriving (Moonshine's `tokens.txt`..., gateway/engines/derived_files.py), checks every
+sha256 against the manifest and writes `SHA256SUMS` last, as the "prepared" marker. Preparing is idempotent and every write is
 atomic (temp file + rename), so two processes may prepare at the same time.
 
 Packages are located with `importlib.util.find_spec`, never imported (moonshine_cpp would load
@@ -15,7 +15,6 @@ Nothing is downloaded here.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -27,10 +26,11 @@ from pathlib import Path
 
 from gateway.config import GatewayConfig
 from gateway.errors import ModelError
+from gateway.engines.derived_files import DERIVERS
 from gateway.engines.manifest import Manifest, ModelEntry, ModelFile, load_manifest
 
 __all__ = ["SUMS_FILE", "Manifest", "ModelEntry", "ModelFile", "ModelStatus", "ModelStore", "load_manifest",
-           "moonshine_tokens", "sha256_of"]
+           "sha256_of"]
 
 Progress = Callable[[str], None]
 SUMS_FILE = "SHA256SUMS"
@@ -57,78 +57,6 @@ def sha256_of(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def moonshine_tokens(tokenizer_bin: bytes) -> list[bytes]:
-    """Decode Moonshine's tokenizer.bin: length-prefixed byte strings, index = token id."""
-    tokens: list[bytes] = []
-    i = 0
-    while i < len(tokenizer_bin):
-        b0 = tokenizer_bin[i]
-        i += 1
-        if b0 == 0:
-            tokens.append(b"")
-            continue
-        n = b0 if b0 < 128 else tokenizer_bin[i] * 128 + (b0 - 128)
-        i += 0 if b0 < 128 else 1
-        if i + n > len(tokenizer_bin):
-            raise ModelError(f"tokenizer.bin is truncated at token {len(tokens)}")
-        tokens.append(tokenizer_bin[i : i + n])
-        i += n
-    return tokens
-
-
-def _derive_moonshine_tokens(src: Path) -> tuple[bytes, str]:
-    tokens = moonshine_tokens(src.read_bytes())
-    text = "".join(f"{base64.b64encode(t).decode()} {k}\n" for k, t in enumerate(tokens))
-    return text.encode("ascii"), f"{len(tokens)} tokens"
-
-
-def _derive_piper_alignment(src: Path) -> tuple[bytes, str]:
-    from gateway.engines.piper_align import patched_voice  # needs onnx: imported only when deriving
-
-    return patched_voice(src)
-
-
-def _derive_moonshine_float_decoder(src: Path) -> tuple[bytes, str]:
-    from gateway.engines.moonshine_fold import float_decoder  # needs onnx: imported only when deriving
-
-    return float_decoder(src)
-
-
-def _derive_moonshine_int8_decoder(src: Path) -> tuple[bytes, str]:
-    from gateway.engines.moonshine_nbits import int8_decoder  # needs onnx: imported only when deriving
-
-    return int8_decoder(src)
-
-
-def _derive_moonshine_int8_qgemm_decoder(src: Path) -> tuple[bytes, str]:
-    from gateway.engines.moonshine_nbits import int8_decoder  # needs onnx: imported only when deriving
-
-    return int8_decoder(src, products="qgemm")
-
-
-def _derive_minilm_gather_int8(src: Path) -> tuple[bytes, str]:
-    from gateway.engines.minilm_fold import gather_first  # needs onnx: imported only when deriving
-
-    return gather_first(src)
-
-
-def _derive_minilm_int8(src: Path) -> tuple[bytes, str]:
-    from gateway.engines.minilm_fold import int8_model  # needs onnx: imported only when deriving
-
-    return int8_model(src)
-
-
-_DERIVERS: dict[str, Callable[[Path], tuple[bytes, str]]] = {
-    "moonshine-tokens": _derive_moonshine_tokens,
-    "moonshine-float-decoder": _derive_moonshine_float_decoder,
-    "moonshine-int8-decoder": _derive_moonshine_int8_decoder,
-    "moonshine-int8-qgemm-decoder": _derive_moonshine_int8_qgemm_decoder,
-    "piper-alignment": _derive_piper_alignment,
-    "minilm-gather-int8": _derive_minilm_gather_int8,
-    "minilm-int8": _derive_minilm_int8,
-}
 
 
 def _atomic_write(dest: Path, data: bytes) -> None:
@@ -271,7 +199,7 @@ class ModelStore:
         if dest.is_file() and sha256_of(dest) == f.sha256:
             return False
         assert f.derive is not None and f.derived_from is not None
-        data, summary = _DERIVERS[f.derive](folder / f.derived_from)
+        data, summary = DERIVERS[f.derive](folder / f.derived_from)
         progress(f"preparing {entry.name}: deriving {f.name} ({summary})")
         digest = hashlib.sha256(data).hexdigest()
         if digest != f.sha256 and f.optional:

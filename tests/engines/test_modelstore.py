@@ -12,7 +12,8 @@ import yaml
 
 from gateway.cli.models import add_models_parser, run_models
 from gateway.errors import ModelError
-from gateway.engines.store import SUMS_FILE, ModelStore, moonshine_tokens
+from gateway.engines.derived_files import moonshine_tokens
+from gateway.engines.store import SUMS_FILE, ModelStore
 
 pytestmark = pytest.mark.models
 
