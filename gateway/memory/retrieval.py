@@ -4,9 +4,9 @@ score = w_recency * 0.5 ** (hours since last retrieved / half_life)
       + w_relevance * max(cosine(query, node) - floor, 0) / (1 - floor)   (floor: per model, 0 for MiniLM)
       + w_importance * importance / 10
 
-Candidates come from the service: the nearest by the binary codes (vector_index.py), plus the
-most recent nodes (so recency can win), or, with tag filters, every node that passes the filters
-(newest first, bounded); they are scored here with the exact float cosine.
+Candidates come from the search (gateway/memory/node_search.py): the store's nearest nodes, plus
+the most recent ones (so recency can win), or, with tag filters, every node that passes the
+filters (newest first, bounded); they are scored here with the exact float cosine.
 """
 
 from __future__ import annotations

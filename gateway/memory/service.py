@@ -24,7 +24,8 @@ from gateway.memory.errors import MemoryInputError
 from gateway.memory.importance import heuristic_importance
 from gateway.memory.node_input import NodeSpec, node_input
 from gateway.memory.node_input import check_user as _check_user
-from gateway.memory.retrieval import Scored, Weights, score_arrays
+from gateway.memory.node_search import NodeQuery, best_nodes
+from gateway.memory.retrieval import Scored, Weights
 from gateway.memory.node_store import NodeStore
 from gateway.memory.nodes import Node, NodeDraft
 from gateway.memory.store import MemoryStore
@@ -246,21 +247,9 @@ class MemoryService:
         all_of, any_of = normalize_tags(all_of), normalize_tags(any_of)
         weights = weights or self.search_weights
 
-        now, floor = self.clock(), getattr(self._embedder, "cosine_floor", 0.0)
-
-        def run(s: NodeStore) -> list[Scored]:
-            if all_of or any_of:
-                ids = s.filtered_ids(user_id, all_of, any_of, limit=5000)
-            else:
-                ids = s.candidates(user_id, q, max(self.knn_candidates, 10 * n))
-                ids += [node.id for node in s.recent(user_id, 20)]
-            node_ids, vecs, importance, last, ts = s.score_rows(list(dict.fromkeys(ids)))
-            order, scores, rel = score_arrays(vecs, importance, last, ts, q, weights, now, self.half_life_h, floor)
-            top = order[:n]
-            nodes = {node.id: node for node in s.get(node_ids[top].tolist())}
-            return [Scored(nodes[int(node_ids[i])], float(scores[i]), float(rel[i])) for i in top]
-
-        results = await self._read(run)
+        query = NodeQuery(user_id, q, n, tuple(all_of), tuple(any_of), weights, self.clock(), self.half_life_h,
+                          getattr(self._embedder, "cosine_floor", 0.0), self.knn_candidates)
+        results = await self._read(lambda s: best_nodes(s, query))
         if touch and results:
             ids = [r.node.id for r in results]
             await self._write(lambda s: s.touch(ids, self.clock()))
