@@ -20,11 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gateway.errors import ConfigError
 from gateway.expression.rules import Action
-from gateway.expression.watched import WatchedFile
+from gateway.expression.watched import WatchedFile, yaml_document
 from gateway.brain.contract import Hints
 
 log = logging.getLogger(__name__)
@@ -108,20 +106,12 @@ def _meaning(value: Any) -> Meaning:
     return Meaning(action.strip(), sentiment)
 
 
-def _parse_text(text: str, source: str) -> HintTable:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"not valid YAML: {exc}") from None
-    return parse_hints(data, source)
-
-
 class HintMap:
     """The hint table of one YAML file (re-read when it changes), resolved against the action rules."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self._file = WatchedFile(self.path, lambda t: _parse_text(t, str(self.path)), HintTable())
+        self._file = WatchedFile(self.path, lambda t: parse_hints(yaml_document(t), str(self.path)), HintTable())
         self._missing: set[str] = set()  # action codes already reported as absent from the rules
 
     def action_codes(self) -> set[str]:

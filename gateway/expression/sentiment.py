@@ -13,10 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gateway.errors import ConfigError
-from gateway.expression.watched import WatchedFile
+from gateway.expression.watched import WatchedFile, yaml_document
 from gateway.brain.text import is_cjk, normalize
 
 LISTS: dict[str, float] = {"very_positive": 2.0, "positive": 1.0, "negative": -1.0, "very_negative": -2.0}
@@ -66,20 +64,13 @@ def parse_lexicon(data: Any, source: str = "<memory>") -> SentimentLexicon:
     return SentimentLexicon(tuple(english), tuple(chinese))
 
 
-def _parse_text(text: str, source: str) -> SentimentLexicon:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"not valid YAML: {exc}") from None
-    return parse_lexicon(data, source)
-
-
 class Sentiment:
     """The lexicon of one YAML file, re-read when the file changes."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self._file = WatchedFile(self.path, lambda t: _parse_text(t, str(self.path)), SentimentLexicon())
+        self._file = WatchedFile(self.path, lambda t: parse_lexicon(yaml_document(t), str(self.path)),
+                                 SentimentLexicon())
 
     def score(self, text: str) -> float:
         return self._file.get().score(text)

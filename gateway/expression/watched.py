@@ -3,6 +3,7 @@ atomically, as the console saves), without a restart.
 
 Each `get()` costs one `stat`; when the file changed it is parsed again. When the file cannot be
 read or parsed, the problem is logged with the file name and the last good value is kept.
+`yaml_document` is the parse's first step for the YAML ones.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
+
+import yaml
 
 from gateway.errors import ConfigError
 
@@ -45,3 +48,11 @@ class WatchedFile(Generic[T]):
             except (OSError, UnicodeDecodeError, ConfigError) as exc:
                 log.warning("%s: %s; keeping the last good version", self.path, exc)
         return self._value
+
+
+def yaml_document(text: str) -> Any:
+    """The YAML document in `text`; ConfigError (what WatchedFile logs) when it is not valid YAML."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"not valid YAML: {exc}") from None
