@@ -1,6 +1,7 @@
 """Configuration: `gateway.yaml` -> one validated, frozen `GatewayConfig`, loaded once and passed in.
 
-`sections` holds the sections (one pydantic model each; the brain's in `brain`), `loader` reads and
+`sections` holds the sections (one pydantic model each; the brain's in `brain`, the memory's and
+`mcp` in `memory`, `devices` and `storage` in `storage`), `loader` reads and
 checks the file. Import from here: `from gateway.config import GatewayConfig, load_config`.
 """
 

@@ -17,6 +17,8 @@ from gateway.config.base import _Section
 from gateway.config.cluster import ClusterConfig
 from gateway.config.brain import BrainConfig, LlmProviderConfig, McpServerConfig, PrestartToolConfig
 from gateway.config.listen import ListenConfig
+from gateway.config.memory import McpConfig, MemoryConfig
+from gateway.config.storage import DevicesConfig, StorageConfig
 
 class ServerConfig(_Section):
     host: str = "0.0.0.0"
@@ -123,75 +125,6 @@ class AudioConfig(_Section):
     chunk_ms: int = Field(60, ge=10, le=500)
     prebuffer_ms: int = Field(300, ge=0, le=5000)
     default_sample_rate: int = Field(16000, ge=8000, le=48000)
-
-
-class MemoryRuleConfig(_Section):
-    """A persistent rule written into the user's memory at start (see docs/MEMORY.md)."""
-
-    user: str = Field(pattern=r"^[A-Za-z0-9_.@-]{1,64}$")
-    text: str = Field(min_length=1, max_length=500)  # what is said when it fires
-    reading: str = Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")  # the reading kind, e.g. blood_pressure
-    above: str = Field("", pattern=r"^(\d+(\.\d+)?(/\d+(\.\d+)?)?)?$")  # "140/90" or "38.5"
-    before: str = Field("", pattern=r"^(([01]\d|2[0-3]):[0-5]\d)?$")  # "09:00"
-
-    @model_validator(mode="after")
-    def _one_condition(self) -> "MemoryRuleConfig":
-        if bool(self.above) == bool(self.before):
-            raise ValueError("a rule needs exactly one of above (a threshold) or before (a daily deadline)")
-        return self
-
-
-class MemoryConfig(_Section):
-    enabled: bool = True
-    path: Path = Path("data/memory.db")
-    embedding: Literal["all-minilm-l6-v2-int8", "multilingual-e5-small"] = "all-minilm-l6-v2-int8"
-    isolate_by_user: bool = True
-    default_user: str = Field("household", pattern=r"^[A-Za-z0-9_.@-]{1,64}$")
-    users: dict[str, str] = {}  # device id -> user id
-    search_weights: tuple[float, float, float] = (0.0, 1.0, 0.5)  # recency, relevance, importance
-    conversation_weights: tuple[float, float, float] = (0.8, 0.5, 0.5)
-    recency_half_life_h: float = Field(24.0, gt=0, le=24 * 365)
-    reflection_time: str = Field("23:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$")
-    portrait_time: str = Field("22:35", pattern=r"^([01]\d|2[0-3]):[0-5]\d$")
-    rules: tuple[MemoryRuleConfig, ...] = ()
-
-
-class McpConfig(_Section):
-    http: bool = False
-    host: str = "127.0.0.1"
-    port: int = Field(8766, ge=0, le=65535)
-    token: str = ""
-
-    @model_validator(mode="after")
-    def _token_when_http(self) -> "McpConfig":
-        if self.http and len(self.token) < 16:
-            raise ValueError("mcp.http is on, so mcp.token must be set (16+ characters, e.g. ${GATEWAY_MCP_TOKEN})")
-        return self
-
-
-class DevicesConfig(_Section):
-    database: Path = Path("data/gateway.db")
-    open_enrolment: bool = True
-    max_readings_per_minute: int = Field(120, ge=0, le=1_000_000)
-    max_readings_per_minute_per_peer: int = Field(600, ge=0, le=1_000_000)  # all devices of one IP address
-    login_backoff_s: float = Field(1.0, ge=0, le=3600)  # lock-out after a failed login, doubled per failure
-    login_backoff_max_s: float = Field(60.0, ge=0, le=86400)
-    readings_retention_days: int = Field(0, ge=0, le=36500)  # 0: keep readings forever
-
-
-class StorageConfig(_Section):
-    """Where the shared state lives: the embedded SQLite files (default) or one PostgreSQL."""
-
-    backend: Literal["sqlite", "postgres"] = "sqlite"
-    dsn_env: str = Field("GATEWAY_PG_DSN", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")  # the DSN's variable
-    connect_timeout_s: float = Field(5.0, gt=0, le=300)  # one connection attempt
-    pool_size: int = Field(8, ge=1, le=1000)  # connections this gateway keeps open at most
-
-    @model_validator(mode="before")
-    @classmethod
-    def _shorthand(cls, value: Any) -> Any:
-        # `storage: postgres` is short for `storage: {backend: postgres}`
-        return {"backend": value} if isinstance(value, str) else value
 
 
 class SerialPortConfig(_Section):

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gateway.config.sections import MemoryRuleConfig
+from gateway.config.memory import MemoryRuleConfig
 from gateway.memory.errors import MemoryInputError
 from gateway.memory.node_input import check_user
 from gateway.memory.rules import _tag, condition_tags

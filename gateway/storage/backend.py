@@ -20,7 +20,7 @@ from collections.abc import Callable
 import psycopg
 from psycopg_pool import PoolTimeout
 
-from gateway.config.sections import StorageConfig
+from gateway.config.storage import StorageConfig
 from gateway.errors import ConfigError
 from gateway.storage.devices import PostgresDeviceRegistry
 from gateway.storage.job_runs import PostgresRunLog

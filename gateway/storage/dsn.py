@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gateway.config.sections import StorageConfig
+from gateway.config.storage import StorageConfig
 from gateway.errors import ConfigError
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from gateway.config.sections import StorageConfig
+from gateway.config.storage import StorageConfig
 from gateway.storage.schema import migrate
 
 
