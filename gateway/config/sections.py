@@ -257,6 +257,10 @@ class GatewayConfig(_Section):
             ) if bad]
             if missing:
                 raise ValueError("cluster.enabled needs " + "; ".join(missing))
+            if self.xiaozhi.mqtt_udp:  # every member would answer every box's hello (docs/XIAOZHI.md)
+                raise ValueError("cluster.enabled does not support xiaozhi.mqtt_udp yet: every member would answer "
+                                 "a box's MQTT hello; set xiaozhi.mqtt_udp: false (the boxes keep the WebSocket, "
+                                 "which holds its lease in cluster mode)")
         return self
 
     def path(self, p: Path) -> Path:

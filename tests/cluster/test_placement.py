@@ -91,3 +91,10 @@ def test_cluster_mode_is_off_by_default_and_names_what_it_needs():
     assert (cfg.cluster.heartbeat_s, cfg.cluster.member_timeout_s, cfg.cluster.lease_ttl_s) == (2.0, 6.0, 6.0)
     with pytest.raises(ConfigError, match="at least twice"):
         parse_config({"cluster": {"heartbeat_s": 4, "member_timeout_s": 6}})
+
+
+def test_cluster_mode_refuses_xiaozhi_mqtt_udp_naming_the_key():
+    # every member would answer a box's MQTT hello (docs/XIAOZHI.md "In cluster mode")
+    with pytest.raises(ConfigError, match="xiaozhi.mqtt_udp: false"):
+        parse_config({"cluster": {"enabled": True, "id": "gw-a"}, "mqtt": {"host": "broker.lan", "protocol": "5"},
+                      "storage": "postgres", "xiaozhi": {"mqtt_udp": True}})
