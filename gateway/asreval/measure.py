@@ -106,7 +106,7 @@ async def through_vad(cfg: GatewayConfig, runner: EngineRunner, vad: VadEngine, 
     v = cfg.vad
     listener = Listener(runner, vad.clone(),
                         Endpointer(v.min_speech_ms, v.trailing_silence_ms, v.speculative_after_ms,
-                                   v.max_utterance_s * 1000), RATE, preroll_ms=v.preroll_ms)
+                                   v.max_utterance_s * 1000, v.relative_drop_db), RATE, preroll_ms=v.preroll_ms)
     step = RATE * cfg.audio.chunk_ms // 1000
     utterances: list[np.ndarray] = []
     for start in range(0, audio.size, step):

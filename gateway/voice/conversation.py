@@ -109,7 +109,7 @@ class Conversation:
         self._listener = Listener(
             runner,
             vad if vad is not None else runner.vad.clone(),
-            Endpointer(v.min_speech_ms, v.trailing_silence_ms, v.speculative_after_ms, v.max_utterance_s * 1000),
+            Endpointer(v.min_speech_ms, v.trailing_silence_ms, v.speculative_after_ms, v.max_utterance_s * 1000, v.relative_drop_db),
             audio_in.sample_rate,
             v.preroll_ms,
             wake=wake if self._listen.needs_wake_word else None,

@@ -36,6 +36,11 @@ class Woke:
     audio_ms: float  # position in the input stream where it was detected (the end of the word)
 
 
+def _level_db(window: np.ndarray) -> float:
+    """A window's level (dB of its mean power; the endpointer's relative_drop_db compares them)."""
+    return 10.0 * float(np.log10(float(np.dot(window, window)) / max(1, window.size) + 1e-10))
+
+
 class Listener:
     def __init__(
         self,
@@ -94,7 +99,7 @@ class Listener:
                 self._utterance.append(window)
             else:
                 self._preroll.append(window)
-            for event in self._ep.push(speech, window_ms):
+            for event in self._ep.push(speech, window_ms, _level_db(window)):
                 heard.append(Heard(event, self._position_ms))
                 if event is Event.SPEECH_START:
                     self.in_speech = True
