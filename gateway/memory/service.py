@@ -36,10 +36,14 @@ KNN_CANDIDATES = 200  # candidates from the binary codes, rescored exactly (see 
 
 
 class Embedder(Protocol):
+    """What the service needs of its embedding model (gateway/engines/minilm_embed.py)."""
+
     name: str
     dims: int
+    cosine_floor: float  # where the cosines of unrelated texts sit: relevance is rescaled from there
 
-    def embed(self, texts: list[str]) -> np.ndarray: ...
+    def embed(self, texts: list[str]) -> np.ndarray: ...  # passages (what is stored): (n, dims), unit length
+    def embed_query(self, texts: list[str]) -> np.ndarray: ...  # queries (e5 embeds them with "query: ")
 
 
 def _check_n(n: int, top: int = 200) -> int:
@@ -145,8 +149,7 @@ class MemoryService:
 
     async def embed_query(self, texts: list[str]) -> np.ndarray:
         """Queries may embed differently (e5's "query: " prefix); else like `embed`."""
-        fn = getattr(self._embedder, "embed_query", self._embedder.embed)
-        return await asyncio.get_running_loop().run_in_executor(self._embed_pool, fn, texts)
+        return await asyncio.get_running_loop().run_in_executor(self._embed_pool, self._embedder.embed_query, texts)
 
     def user_for(self, device_id: str) -> str:
         """The user a device belongs to (memory.users), else its own (`device.<id>`); everyone's
@@ -248,7 +251,7 @@ class MemoryService:
         weights = weights or self.search_weights
 
         query = NodeQuery(user_id, q, n, tuple(all_of), tuple(any_of), weights, self.clock(), self.half_life_h,
-                          getattr(self._embedder, "cosine_floor", 0.0), self.knn_candidates)
+                          self._embedder.cosine_floor, self.knn_candidates)
         results = await self._read(lambda s: best_nodes(s, query))
         if touch and results:
             ids = [r.node.id for r in results]

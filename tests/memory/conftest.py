@@ -37,10 +37,13 @@ class SharedEmbedder:
     thread at a time: each service calls it from its own embed thread, one test at a time)."""
 
     def __init__(self, inner: MiniLmEmbedder) -> None:
-        self.inner, self.name, self.dims = inner, inner.name, inner.dims
+        self.inner, self.name, self.dims, self.cosine_floor = inner, inner.name, inner.dims, inner.cosine_floor
 
     def embed(self, texts: list[str]):
         return self.inner.embed(texts)
+
+    def embed_query(self, texts: list[str]):
+        return self.inner.embed_query(texts)
 
 
 @pytest.fixture(scope="session")

@@ -83,10 +83,12 @@ async def test_changing_the_embedding_model_re_embeds_every_node_with_progress(
     lines: list[str] = []
 
     class Renamed:
-        name, dims = "another-model", 384
+        name, dims, cosine_floor = "another-model", 384, 0.0
 
         def embed(self, texts):
             return embedder.embed(texts)
+
+        embed_query = embed
 
     async with MemoryService(tmp_path / "m.db", Renamed, clock=clock, progress=lines.append) as second:
         assert (await second.search("household", "what is the cat's name?", n=1))[0].node.content == "the cat is called Tom"
