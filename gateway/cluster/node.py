@@ -1,8 +1,8 @@
 """One gateway's part in the cluster: membership, device ownership and the device leases.
 
 The MQTT link (gateway/links/mqtt_cluster.py) feeds the node what it hears on the broker (member
-records, device status, directory records) and gives it a `ClusterPort` to publish, subscribe
-and open or end device sessions. The node decides:
+records, device status, directory records) and gives it a `ClusterPort` (gateway/cluster/port.py)
+to publish, subscribe and open or end device sessions. The node decides:
 
 - the live members (gateway/cluster/members.py) and, by rendezvous hashing over them, the online
   devices this gateway owns: it subscribes `P/D/up` only for those (every gateway hears
@@ -23,9 +23,10 @@ one, and the device's session there `take`s its lease at its Hello, from whichev
 The node renews it with the others (also while off the broker: those devices do not reach it there)
 until the session `drop`s it; when another member takes it, the session's `on_lost` ends it:
 as soon as that member's directory record arrives (one broker hop), or at the failed renewal.
-Their directory record says whether the session lives (gateway/cluster/directory.py): `session`
-true at the take, false when it ends here while this member still holds the lease (never over a
-newer holder's record); a holder hearing an older record of its device publishes its own again.
+Their directory record says whether the session lives (gateway/cluster/directory.py; this
+member's own records: gateway/cluster/own_records.py): `session` true at the take, false when it
+ends here while this member still holds the lease (never over a newer holder's record); a holder
+hearing an older record of its device publishes its own again.
 
 `share_events` publishes this member's turn events for the other members' screens and puts
 theirs on this gateway's bus (gateway/cluster/events.py).
@@ -37,14 +38,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol
 
 from gateway.bus import EventBus
 from gateway.cluster.directory import DeviceDirectory, DeviceEntry, Served
 from gateway.cluster.events import SHARED_EVENTS, ClusterEvents
 from gateway.cluster.leases import LeaseStoreDown, PgLeases
 from gateway.cluster.members import MemberList, MemberRecord
+from gateway.cluster.own_records import OwnRecords
+from gateway.cluster.port import ClusterPort, Lease, SessionLost
 from gateway.cluster.rendezvous import owner
 
 log = logging.getLogger(__name__)
@@ -52,34 +53,6 @@ log = logging.getLogger(__name__)
 CLAIM_RETRY_S = 0.5  # an owned device whose lease someone else still holds: try again this often
 TICK_S = 0.2  # the node's timer
 OUTAGE_LOG_S = 10.0  # "PostgreSQL unreachable" at most once per this interval
-
-
-class ClusterPort(Protocol):
-    """What the node needs of the MQTT link (gateway/links/mqtt_cluster.py)."""
-
-    def publish(self, topic: str, payload: bytes, *, retain: bool = False, expiry_s: int | None = None,
-                qos: int = 1) -> None: ...
-
-    def subscribe(self, topic: str) -> None: ...
-
-    def unsubscribe(self, topic: str) -> None: ...
-
-    def take_over(self, device_id: str, epoch: int) -> None:
-        """The lease is this gateway's: open the device's session and ask it for a Hello."""
-        ...
-
-    def hand_over(self, device_id: str, reason: str) -> None:
-        """The lease is gone: end the device's session without another word to it."""
-        ...
-
-
-@dataclass
-class Lease:
-    epoch: int
-    valid_until: float  # monotonic: renewed before this or silent from then on
-
-
-SessionLost = Callable[[str], None]  # a WebSocket / CoAP session's: its lease is gone (why)
 
 
 class ClusterNode:
@@ -104,7 +77,7 @@ class ClusterNode:
         self.owned: set[str] = set()  # online devices this gateway owns by the member list (subscribed)
         self.held: dict[str, Lease] = {}
         self.sessions: dict[str, SessionLost] = {}  # held devices whose lease a session took (`take`)
-        self._records: dict[str, Served] = {}  # the directory record this member published last, per device
+        self.own_records = OwnRecords(me, self.directory, self._publish_record)  # this member's directory records
         self._tried: dict[str, float] = {}  # device -> when its lease was last claimed in vain
         self._to_release: set[str] = set()
         self._port: ClusterPort | None = None
@@ -165,7 +138,8 @@ class ClusterNode:
         elif kind == "devices":
             self.directory.heard(name, payload)
             self._taken_elsewhere(name)
-            self._answer_older_record(name)
+            held = self.held.get(name)
+            self.own_records.answer_older(name, held.epoch if held is not None else None)
         elif kind == "events" and self._bus is not None:
             self.events.incoming(name, payload, self._bus.publish)
 
@@ -203,7 +177,7 @@ class ClusterNode:
         self.takeovers += 1
         log.info("cluster %s: took the lease on %s (epoch %d) for its session here%s", self.me, device_id, epoch,
                  f", from {previous}, which held it" if previous else "")
-        self._publish_record(Served(self.me, epoch, time.time(), session=True), device_id)  # the member
+        self.own_records.publish(Served(self.me, epoch, time.time(), session=True), device_id)  # the member
         return epoch  # that held it stops at once
 
     def drop(self, device_id: str, epoch: int) -> None:
@@ -211,7 +185,7 @@ class ClusterNode:
         lease = self.held.get(device_id)
         if device_id in self.sessions and lease is not None and lease.epoch == epoch:
             del self.held[device_id], self.sessions[device_id]
-            self._session_ended(device_id, epoch)
+            self.own_records.session_ended(device_id, epoch)
             self._to_release.add(device_id)
             self._wake.set()
 
@@ -255,31 +229,9 @@ class ClusterNode:
                         served.gateway, device_id, served.epoch)
             self._hand_over(device_id, f"gateway {served.gateway} took its lease (epoch {served.epoch})")
 
-    def _publish_record(self, record: Served, device_id: str) -> None:
-        self._records[device_id] = record
+    def _publish_record(self, device_id: str, record: bytes) -> None:
         if self._port is not None:
-            self._port.publish(f"{self.prefix}/$cluster/devices/{device_id}", record.encode(), retain=True)
-
-    def _session_ended(self, device_id: str, epoch: int) -> None:
-        """A session's lease `epoch` ended here: its record says so, unless a newer holder's is known."""
-        mine, heard = self._records.pop(device_id, None), self.directory.served(device_id)
-        if mine is None or mine.session is None or mine.epoch != epoch:
-            return
-        if heard is not None and heard.epoch > epoch:
-            return  # another member took it since: its record stays
-        self._publish_record(Served(self.me, epoch, mine.since, session=False), device_id)
-        del self._records[device_id]  # nothing of this member's to defend any more
-
-    def _answer_older_record(self, device_id: str) -> None:
-        """A record older than the lease this member holds (a late `session: false` of the member that
-        held it before, published after ours): ours again, so the retained one is right."""
-        mine, lease, heard = self._records.get(device_id), self.held.get(device_id), self.directory.served(device_id)
-        if mine is None or lease is None or lease.epoch != mine.epoch:
-            return
-        if heard is None or heard.epoch < mine.epoch:
-            log.info("cluster %s: an older directory record of %s (%s); publishing this member's (epoch %d) again",
-                     self.me, device_id, f"{heard.gateway}, epoch {heard.epoch}" if heard else "deleted", mine.epoch)
-            self._publish_record(mine, device_id)
+            self._port.publish(f"{self.prefix}/$cluster/devices/{device_id}", record, retain=True)
 
     def _heartbeat(self) -> None:
         if self._port is not None:  # MQTT 5 message expiry: a dead member's record does not outlive it
@@ -310,7 +262,7 @@ class ClusterNode:
                 if lease.valid_until <= now:
                     del self.held[device_id]
                     log.warning("cluster %s: lease on %s not renewed in time: its session ends", self.me, device_id)
-                    self._session_ended(device_id, lease.epoch)
+                    self.own_records.session_ended(device_id, lease.epoch)
                     self._hand_over(device_id, "its lease was not renewed in time")
             try:
                 await self._release()
@@ -345,7 +297,7 @@ class ClusterNode:
             elif self.held.get(device_id) is lease and device_id not in renewed:
                 del self.held[device_id]
                 log.warning("cluster %s: lost the lease on %s: its session ends", self.me, device_id)
-                self._session_ended(device_id, lease.epoch)
+                self.own_records.session_ended(device_id, lease.epoch)
                 self._hand_over(device_id, "its lease was lost")
 
     async def _claim(self) -> None:
@@ -371,7 +323,7 @@ class ClusterNode:
             self.takeovers += 1
             log.info("cluster %s: took the lease on %s (epoch %d)", self.me, device_id, epoch)
             if self._port is not None:
-                self._publish_record(Served(self.me, epoch, time.time()), device_id)
+                self.own_records.publish(Served(self.me, epoch, time.time()), device_id)
                 self._port.take_over(device_id, epoch)
 
     async def share_events(self, bus: EventBus) -> None:
