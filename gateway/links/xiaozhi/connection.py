@@ -16,12 +16,8 @@ a close code and the reason; MQTT+UDP with a `goodbye`), others are logged (and 
 when the reply failed). What carries the messages is a `BoxChannel` (channel.py): the WebSocket
 (ws_channel.py) or MQTT + UDP (mqtt_channel.py); a `goodbye` from the box ends the session.
 
-On the WebSocket the box's connection is a `RoamingXiaozhiConnection`: in cluster mode its session
-holds the device's lease like the own protocol's (gateway/devices/session_lease.py) and, when
-another member takes it, is closed the same way: code 4409 `lease-lost: ...`, nothing before it.
-The stock firmware reads no close code: any close ends its audio channel and it goes idle
-(application.cc OnAudioChannelClosed); its next wake word or button press opens a new WebSocket to
-its URL, through the balancer to whichever member, and says hello there (docs/XIAOZHI.md).
+On the WebSocket the box's connection is a `RoamingXiaozhiConnection` (roaming.py): in cluster
+mode its session holds the device's lease and ends with close code 4409 when another member takes it.
 """
 
 from __future__ import annotations
@@ -53,8 +49,7 @@ from firmware_protocol import (
     Welcome,
 )
 from gateway.audio.opus import OpusDecodeError, OpusDecoder, OpusEncoder, OpusMeter, OpusUnavailable, RATES
-from gateway.links.base import LinkClosed, Roaming
-from gateway.links.websocket import LEASE_LOST_CLOSE
+from gateway.links.base import LinkClosed
 from gateway.devices.device_tools import DeviceToolError
 from gateway.links.xiaozhi import framing
 from gateway.links.xiaozhi.channel import BoxChannel
@@ -322,12 +317,3 @@ class XiaozhiConnection:
             await self._box_tools.close()
         await self._close(1000, reason)
 
-
-class RoamingXiaozhiConnection(XiaozhiConnection, Roaming):
-    """A box on the WebSocket: behind a balancer it may come back through another cluster member."""
-
-    async def lease_lost(self, text: str) -> None:
-        """Close code 4409 `lease-lost: <text>`, as the own protocol's WebSocket (no frame before it)."""
-        if self._box_tools is not None:
-            await self._box_tools.close()
-        await self._close(LEASE_LOST_CLOSE, f"lease-lost: {text}")

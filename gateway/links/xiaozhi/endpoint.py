@@ -13,10 +13,11 @@ from gateway.devices.device_actions import DeviceActions
 from gateway.links.base import DeviceConnection, LinkServices
 from gateway.links.http_front import HttpReply, HttpRequest
 from gateway.links.xiaozhi.box_tools import ToolServices
-from gateway.links.xiaozhi.connection import RoamingXiaozhiConnection, XiaozhiSettings
+from gateway.links.xiaozhi.connection import XiaozhiSettings
 from gateway.links.xiaozhi.emotions import EmotionTable
 from gateway.links.xiaozhi.mqtt_udp import XiaozhiMqttUdp
 from gateway.links.xiaozhi.ota import Enrolment, OtaService
+from gateway.links.xiaozhi.roaming import RoamingXiaozhiConnection
 from gateway.links.xiaozhi.ws_channel import WebSocketChannel
 
 
