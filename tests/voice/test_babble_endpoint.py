@@ -142,6 +142,9 @@ async def _endpoint_after(runner, cfg, audio: np.ndarray, drop: float) -> list[f
     return ends
 
 
+RECOMMENDED_DROP_DB = 8.0  # docs/CONFIG.md vad.relative_drop_db (off by default, see there)
+
+
 @pytest.mark.models
 @pytest.mark.asyncio(loop_scope="session")
 @pytest.mark.parametrize("snr_db", [20.0, 10.0])
@@ -149,8 +152,7 @@ async def test_a_question_in_continuous_babble_ends_seconds_after_it(runner, cfg
     audio, end_s = _babble_mix(speak, snr_db, after_s=25.0)
     before = await _endpoint_after(runner, cfg, audio, drop=0)  # the VAD alone: no endpoint near it
     assert not [t for t in before if end_s - 0.5 < t < end_s + 10], (end_s, before)
-    ends = await _endpoint_after(runner, cfg, audio, drop=cfg.vad.relative_drop_db)
-    assert cfg.vad.relative_drop_db > 0
+    ends = await _endpoint_after(runner, cfg, audio, drop=RECOMMENDED_DROP_DB)
     first = [t for t in ends if t > end_s - 0.5]
     assert first and first[0] < end_s + 3.0, (end_s, ends)
     assert not [t for t in ends if t < end_s - 0.5]  # the question itself was not cut
