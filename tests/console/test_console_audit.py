@@ -204,9 +204,9 @@ async def test_on_a_small_phone_no_page_needs_a_sideways_scroll(console_gateway)
                 await page.click(f"nav button[data-page={name}]")
                 await page.wait_for_selector(ready, state="attached")
                 if name == "replies":
-                    await page.wait_for_function("document.getElementById('act-text').value.length > 0")
+                    await page.wait_for_function("() => document.getElementById('act-text').value.length > 0")  # a function: an expression is eval'ed, which the console's CSP forbids once it has to poll
                 if name == "health":
-                    await page.wait_for_function("document.getElementById('h-log').textContent.length > 0")
+                    await page.wait_for_function("() => document.getElementById('h-log').textContent.length > 0")
                 wider[name] = await page.evaluate(WIDER)
                 page_width = await page.evaluate("() => document.documentElement.scrollWidth")
                 assert page_width <= 360, (name, page_width)

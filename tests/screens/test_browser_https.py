@@ -77,13 +77,13 @@ async def test_the_page_opened_over_http_from_another_machine_moves_to_https_and
             page = await (await browser.new_context(ignore_https_errors=True)).new_page()
             await page.goto(f"http://{LAN}:{secure.port}/?device=box-lan")
             assert page.url == f"https://{LAN}:{secure.port}/?device=box-lan"
-            await page.wait_for_function("window.voicebox.status === 'connected as box-lan'", timeout=10_000)
+            await page.wait_for_function("() => window.voicebox.status === 'connected as box-lan'", timeout=10_000)
             assert await page.evaluate("window.isSecureContext && !!navigator.mediaDevices")
             box = await page.locator("#talk").bounding_box()
             assert box is not None
             await page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
             await page.mouse.down()  # the fake microphone streams
-            await page.wait_for_function("window.voicebox.sentMs >= 400", timeout=10_000)
+            await page.wait_for_function("() => window.voicebox.sentMs >= 400", timeout=10_000)
             await page.mouse.up()
             assert await page.evaluate("window.voicebox.micProblem") is None
         finally:
@@ -99,10 +99,10 @@ async def test_hold_to_talk_on_a_plain_http_page_of_another_machine_says_it_need
             page = await browser.new_page()
             await page.add_init_script(WATCH_STATUS)
             await page.goto(f"http://{LAN}:{plain.port}/?device=box-insecure")
-            await page.wait_for_function("window.voicebox.status === 'connected as box-insecure'", timeout=10_000)
+            await page.wait_for_function("() => window.voicebox.status === 'connected as box-insecure'", timeout=10_000)
             assert not await page.evaluate("window.isSecureContext")
             await _hold_to_talk(page)
-            await page.wait_for_function("window.voicebox.status.startsWith('no microphone')", timeout=5_000)
+            await page.wait_for_function("() => window.voicebox.status.startsWith('no microphone')", timeout=5_000)
             status = await page.locator("#status").inner_text()
             assert status == (f"no microphone: the browser allows it only on https pages; open "
                               f"https://{LAN}:{plain.port}/ (accept the certificate once)")
@@ -124,9 +124,9 @@ async def test_a_refused_microphone_says_so_and_never_thinks(secure) -> None:
             await page.add_init_script(WATCH_STATUS)
             await page.add_init_script(REFUSE_MICROPHONE)
             await page.goto(f"http://127.0.0.1:{secure.port}/?device=box-refused")
-            await page.wait_for_function("window.voicebox.status === 'connected as box-refused'", timeout=10_000)
+            await page.wait_for_function("() => window.voicebox.status === 'connected as box-refused'", timeout=10_000)
             await _hold_to_talk(page)
-            await page.wait_for_function("window.voicebox.status === 'no microphone: permission denied'", timeout=5_000)
+            await page.wait_for_function("() => window.voicebox.status === 'no microphone: permission denied'", timeout=5_000)
             assert await page.locator("#status").inner_text() == "no microphone: permission denied"
             assert "thinking" not in await page.evaluate("window.__statuses")
             assert not await page.locator("#talk").evaluate("b => b.classList.contains('on')")

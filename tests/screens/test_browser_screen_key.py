@@ -51,7 +51,7 @@ async def test_the_page_with_the_key_gets_a_sentence_and_asks_for_a_tap_when_aut
             assert await page.locator("#sound").inner_text() == "Tap to enable sound"
             assert await page.evaluate("window.voicebox.soundBlocked") is True
             await page.locator("#sound").click()  # the tap: sound on, the button goes away
-            await page.wait_for_function("window.voicebox.soundBlocked === false", timeout=5_000)
+            await page.wait_for_function("() => window.voicebox.soundBlocked === false", timeout=5_000)
             assert not await page.locator("#sound").is_visible()
         finally:
             await browser.close()
@@ -65,7 +65,7 @@ async def test_the_page_without_the_key_says_it_was_refused(fake_screens_gateway
         try:
             page = await browser.new_page()
             await page.goto(f"{fake_screens_gateway.http}/?watch=all")
-            await page.wait_for_function("window.voicebox.status.startsWith('refused')", timeout=10_000)
+            await page.wait_for_function("() => window.voicebox.status.startsWith('refused')", timeout=10_000)
             assert "screen-key-missing" in await page.locator("#status").inner_text()
         finally:
             await browser.close()
@@ -95,17 +95,17 @@ async def test_the_page_reconnects_by_itself_after_the_gateway_restarts() -> Non
         try:
             page = await browser.new_page()
             await page.goto(f"http://127.0.0.1:{port}/?watch=all&key=restart-key")
-            await page.wait_for_function("window.voicebox.connects === 1", timeout=10_000)
+            await page.wait_for_function("() => window.voicebox.connects === 1", timeout=10_000)
             task.cancel()  # the gateway stops...
             await asyncio.gather(task, return_exceptions=True)
-            await page.wait_for_function("window.voicebox.status.startsWith('disconnected')", timeout=10_000)
+            await page.wait_for_function("() => window.voicebox.status.startsWith('disconnected')", timeout=10_000)
             server, task = await _serve_screens(port, bus)  # ...and starts again on the same port
-            await page.wait_for_function("window.voicebox.connects === 2", timeout=20_000)
+            await page.wait_for_function("() => window.voicebox.connects === 2", timeout=20_000)
             async with asyncio.timeout(10):
                 while server.hub.screens == 0:  # the hub has registered the page again
                     await asyncio.sleep(0.05)
             bus.publish(Transcribed("box-back", "hello again"))
-            await page.wait_for_function("window.voicebox.transcript === 'hello again'", timeout=10_000)
+            await page.wait_for_function("() => window.voicebox.transcript === 'hello again'", timeout=10_000)
         finally:
             await browser.close()
             task.cancel()
