@@ -47,15 +47,15 @@ async def test_the_browser_voice_box_talks_shows_the_reply_and_lip_syncs_over_ht
         try:
             page = await (await browser.new_context(ignore_https_errors=True)).new_page()
             await page.goto(f"{screens_gateway.https}/?device=browser-test")
-            await page.wait_for_function("window.voicebox.status.startsWith('connected')", timeout=10_000)
+            await page.wait_for_function("() => window.voicebox.status.startsWith('connected')", timeout=10_000)
             box = await page.locator("#talk").bounding_box()
             assert box is not None
             await page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
             await page.mouse.down()  # hold to talk while the fake microphone plays the WAV once
             await page.wait_for_function(f"window.voicebox.sentMs >= {int(seconds * 1000)}", timeout=20_000)
             await page.mouse.up()
-            await page.wait_for_function("window.voicebox.sentences >= 1", timeout=30_000)
-            await page.wait_for_function("window.voicebox.mouth >= 0.6", timeout=10_000, polling=10)
+            await page.wait_for_function("() => window.voicebox.sentences >= 1", timeout=30_000)
+            await page.wait_for_function("() => window.voicebox.mouth >= 0.6", timeout=10_000, polling=10)
             await page.screenshot(path=str(ARTIFACTS / "voicebox_speaking.png"))
             # Sample the mouth (the DOM) over the reply: it opens and closes with the visemes.
             opens = await page.evaluate("""() => new Promise((done) => {
@@ -67,7 +67,7 @@ async def test_the_browser_voice_box_talks_shows_the_reply_and_lip_syncs_over_ht
                     }
                 }, 20);
             })""")
-            await page.wait_for_function("window.voicebox.sentences >= 2", timeout=10_000)
+            await page.wait_for_function("() => window.voicebox.sentences >= 2", timeout=10_000)
             transcript = await page.locator("#transcript").inner_text()
             reply = await page.locator("#reply").inner_text()
             action = await page.locator("#action").inner_text()
@@ -99,12 +99,12 @@ async def test_the_page_as_a_screen_for_another_device_shows_its_reply_and_lip_s
         try:
             page = await browser.new_page()
             await page.goto(f"{screens_gateway.http}/?watch=box-watched&key={screens_gateway.key}")
-            await page.wait_for_function("window.voicebox.status === 'watching box-watched'", timeout=10_000)
+            await page.wait_for_function("() => window.voicebox.status === 'watching box-watched'", timeout=10_000)
             sim = asyncio.create_task(simulate(screens_gateway.device_url, audio, rate, device_id="box-watched",
                                                speed=2.0, timeout=30))
-            await page.wait_for_function("window.voicebox.mouth >= 0.6", timeout=30_000, polling=10)
+            await page.wait_for_function("() => window.voicebox.mouth >= 0.6", timeout=30_000, polling=10)
             await sim
-            await page.wait_for_function("window.voicebox.mouth === 0", timeout=10_000)
+            await page.wait_for_function("() => window.voicebox.mouth === 0", timeout=10_000)
             assert await page.locator("#reply").inner_text() == "You are welcome."
             assert (await page.locator("#action").inner_text()).startswith("social.thanks")
             assert "thank" in (await page.locator("#transcript").inner_text()).lower()
