@@ -5,10 +5,17 @@ All engine methods are *blocking* and may be slow: the core calls them through
 `gateway.engines.runner.EngineRunner`, which runs each engine on a pool of executor threads.
 An ASR or TTS engine that several threads may call at once says so with `thread_safe = True`
 (the runner then shares it between its workers); one that does not runs one call at a time.
+
+An ASR call gets a `cancel` token (a `threading.Event`) that the runner sets when nobody waits for
+the result any more (a speculative decode the speech went on after, a barge-in, a close): an
+engine that decodes step by step in Python checks it between steps and raises `DecodeCancelled`
+(the runner swallows it), so the worker is free for the next turn sooner; one that cannot stop
+inside its runtime's call checks it where it can and otherwise ignores it.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
@@ -35,13 +42,22 @@ class VadEngine(Protocol):
         ...
 
 
+class DecodeCancelled(Exception):
+    """An ASR call saw its `cancel` token set and stopped early: nobody uses its result."""
+
+    def __init__(self, steps: int = 0) -> None:
+        super().__init__(f"decode cancelled after {steps} decoder steps")
+        self.steps = steps  # decoder steps run before it stopped (0: before the first, or not counted)
+
+
 class AsrEngine(Protocol):
     """Offline (whole-utterance) speech recognition on 16 kHz mono float32 audio."""
 
     sample_rate: int
 
-    def transcribe(self, audio: np.ndarray) -> str:
-        """Return the text of the utterance (stripped, may be empty)."""
+    def transcribe(self, audio: np.ndarray, cancel: threading.Event | None = None) -> str:
+        """Return the text of the utterance (stripped, may be empty). When `cancel` is set during
+        the call, the engine may stop early and raise `DecodeCancelled` (or finish normally)."""
         ...
 
 

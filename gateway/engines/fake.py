@@ -16,6 +16,7 @@ the real pipeline runs on them: the endpointing state machine, resampling, pacin
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import numpy as np
@@ -53,7 +54,8 @@ class FakeAsr:
     sample_rate = ASR_RATE
     thread_safe = True
 
-    def transcribe(self, audio: np.ndarray) -> str:
+    def transcribe(self, audio: np.ndarray, cancel: threading.Event | None = None) -> str:
+        """Instant: `cancel` is not looked at."""
         return tone_code.decode(audio, self.sample_rate)
 
 

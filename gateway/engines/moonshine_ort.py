@@ -17,16 +17,22 @@ Decoding is greedy: encoder once, then the merged decoder one token at a time wi
 cache (step 0 runs the no-cache branch and yields the cross-attention cache; later steps update
 only the self-attention cache, as sherpa-onnx does). It stops at EOS, at the length bound, or
 when the output starts repeating itself (gateway/engines/decode_loop.py), keeping one copy.
+The decoder loop runs in Python, so a cancelled call (the runner sets its `cancel` token when nobody
+waits for the result: a speculative decode the speech went on after, a barge-in) stops after the
+encoder or the decoder step it is in and raises `DecodeCancelled`; `decoder_steps` counts the
+steps every call ran (benchmarks, tests).
 """
 
 from __future__ import annotations
 
 import base64
+import threading
 from pathlib import Path
 
 import numpy as np
 import onnxruntime
 
+from gateway.engines.base import DecodeCancelled
 from gateway.engines.decode_loop import loop_start
 from gateway.engines.sherpa_asr import SAMPLE_RATE, _as_input, _require_files, clean_transcript
 from gateway.errors import AsrError, ModelError
@@ -85,36 +91,51 @@ class MoonshineOnnxAsr:
         heads, dim = inputs[2].shape[1], inputs[2].shape[3]
         self._empty = np.zeros((1, heads, 0, dim), np.float32)
         self._present = [o.name for o in self._dec.get_outputs()][1:]
+        self._count_lock = threading.Lock()
+        self.decoder_steps = 0  # decoder steps run by all calls so far (the warm-up's included)
         self.transcribe(np.sin(np.linspace(0, 2000, SAMPLE_RATE)).astype(np.float32) * 0.1)  # warm-up
 
-    def transcribe(self, audio: np.ndarray) -> str:
+    def transcribe(self, audio: np.ndarray, cancel: threading.Event | None = None) -> str:
         samples = _as_input(audio)
         if samples.size < _MIN_SAMPLES:
             return ""
         try:
-            ids = self._decode(samples)
+            ids = self._decode(samples, cancel)
+        except DecodeCancelled:
+            raise
         except Exception as exc:  # onnxruntime errors carry their own types
             raise AsrError(f"Moonshine decoding failed: {exc}") from exc
         text = b"".join(self._tokens[i] for i in ids if i < len(self._tokens)).decode("utf-8", "replace")
         return clean_transcript(text.replace("\u2581", " "))
 
-    def _decode(self, samples: np.ndarray) -> list[int]:
-        hidden = self._enc.run(None, {self._enc_input: samples[None, :]})[0]
-        cache = {name: self._empty for name in self._past}
-        feeds = {"input_ids": np.array([[BOS]], np.int64), "encoder_hidden_states": hidden}
-        out: list[int] = []
-        max_tokens = int(samples.size / SAMPLE_RATE * TOKENS_PER_SECOND) + 4
-        for step in range(max_tokens):
-            result = self._dec.run(None, {**feeds, **cache, "use_cache_branch": np.array([step > 0])})
-            token = int(result[0][0, -1].argmax())
-            if token == EOS:
-                break
-            out.append(token)
-            if (keep := loop_start(out)) is not None:  # repeating itself (in noise): stop, keep one copy
-                return out[:keep]
-            for name, value in zip(self._present, result[1:]):
-                if step == 0 or ".decoder." in name:  # the cross-attention cache is made once
-                    cache[name.replace("present.", "past_key_values.", 1)] = value
-            feeds["input_ids"] = np.array([[token]], np.int64)
-        return out
+    def _decode(self, samples: np.ndarray, cancel: threading.Event | None) -> list[int]:
+        steps = 0
+        if cancel is not None and cancel.is_set():  # cancelled before it started
+            raise DecodeCancelled(0)
+        try:
+            hidden = self._enc.run(None, {self._enc_input: samples[None, :]})[0]
+            cache = {name: self._empty for name in self._past}
+            feeds = {"input_ids": np.array([[BOS]], np.int64), "encoder_hidden_states": hidden}
+            out: list[int] = []
+            max_tokens = int(samples.size / SAMPLE_RATE * TOKENS_PER_SECOND) + 4
+            for step in range(max_tokens):
+                if cancel is not None and cancel.is_set():  # nobody waits for the text: stop here
+                    raise DecodeCancelled(steps)
+                steps += 1
+                result = self._dec.run(None, {**feeds, **cache, "use_cache_branch": np.array([step > 0])})
+                token = int(result[0][0, -1].argmax())
+                if token == EOS:
+                    break
+                out.append(token)
+                if (keep := loop_start(out)) is not None:  # repeating itself (in noise): stop, keep one copy
+                    return out[:keep]
+                for name, value in zip(self._present, result[1:]):
+                    if step == 0 or ".decoder." in name:  # the cross-attention cache is made once
+                        cache[name.replace("present.", "past_key_values.", 1)] = value
+                feeds["input_ids"] = np.array([[token]], np.int64)
+            return out
+        finally:
+            with self._count_lock:
+                self.decoder_steps += steps
+
 

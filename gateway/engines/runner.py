@@ -6,6 +6,10 @@ box wait while a core is idle. An engine shared by the pool's threads must allow
 (`thread_safe`: onnxruntime sessions run concurrent `run` calls, piper serialises only its espeak
 phonemizer, both share their weights); one that does not runs one call at a time. Who runs next is
 `gateway/engines/admission.py`: earliest deadline first, a bounded waiting line for new turns.
+A worker is held until its thread is done with the call, not until the caller stops waiting; a
+cancelled ASR call (a speculative decode the speech went on after, a barge-in, a close) sets the
+call's `cancel` token, so an engine that decodes step by step (Moonshine) stops at its next step
+and the worker goes to the next turn (counted in `asr_cancels`).
 VAD detectors are per device session (`vad.clone()`), so each is entered by one call at a time;
 a VAD that decides many detectors in one call (Silero) gets every device's waiting windows in one
 call (gateway/engines/vad_batch.py).
@@ -16,14 +20,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
 from gateway.engines.admission import Admission
-from gateway.engines.base import AsrEngine, SynthChunk, TtsEngine, VadEngine
+from gateway.engines.base import AsrEngine, DecodeCancelled, SynthChunk, TtsEngine, VadEngine
 from gateway.engines.vad_batch import BatchVad, VadBatcher
 from gateway.engines.wake_word import WakeDetection, WakeWordDetector, WakeWordEngine
 
@@ -47,6 +53,23 @@ def pool_size(name: str, engine: object, configured: int) -> int:
     return wanted
 
 
+@dataclass
+class AsrCancels:
+    """ASR calls whose caller stopped waiting (for benchmarks and tests; updated from the threads)."""
+
+    abandoned: int = 0  # callers that stopped waiting (before or during the decode)
+    stopped: int = 0  # decodes the engine stopped early on their cancel token
+    finished: int = 0  # abandoned decodes that ran to their end all the same (too late, or it cannot stop)
+    stopped_steps: int = 0  # decoder steps the stopped decodes had run
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, *, stopped: int = 0, finished: int = 0, steps: int = 0) -> None:
+        with self._lock:
+            self.stopped += stopped
+            self.finished += finished
+            self.stopped_steps += steps
+
+
 class EngineRunner:
     def __init__(self, vad: VadEngine, asr: AsrEngine, tts: TtsEngine, *, asr_workers: int = 1,
                  tts_workers: int = 1, max_waiting_turns: int | None = None,
@@ -63,6 +86,7 @@ class EngineRunner:
         self._clone_pool = ThreadPoolExecutor(1, thread_name_prefix="vad-clone")  # never delays a VAD decision
         self._tts_pool = ThreadPoolExecutor(self.tts_admission.workers, thread_name_prefix="tts")
         self._vad_batcher = VadBatcher(vad, self._vad_pool) if isinstance(vad, BatchVad) else None
+        self.asr_cancels = AsrCancels()
 
     async def _run(self, pool: ThreadPoolExecutor, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
@@ -78,7 +102,8 @@ class EngineRunner:
                         fn: Callable[..., T], *args: object) -> T:
         """`fn(*args)` on a worker of `admission`. The worker is given back when the thread is done
         with it, not when the caller stops waiting: a cancelled call (a speculative decode the
-        speech went on after, a barge-in) returns at once, its thread runs to the end on its slot."""
+        speech went on after, a barge-in) returns at once, its thread keeps the slot until it is
+        done (sooner when `fn` stops on the token `transcribe` sets)."""
         await admission.acquire(who, deadline)
         loop = asyncio.get_running_loop()
         try:
@@ -97,8 +122,26 @@ class EngineRunner:
         return await asyncio.wrap_future(job)
 
     async def transcribe(self, audio: np.ndarray, who: str = "") -> str:
-        """The utterance's text; raises EngineBusy when too many turns already wait for the ASR."""
-        return await self._admitted(self.asr_admission, self._asr_pool, who, None, self.asr.transcribe, audio)
+        """The utterance's text; raises EngineBusy when too many turns already wait for the ASR.
+        Cancelled, it sets the call's cancel token: the engine may stop its decode early."""
+        asr, cancel, cancels = self.asr, threading.Event(), self.asr_cancels
+
+        def run() -> str:
+            try:
+                text = asr.transcribe(audio, cancel=cancel)
+            except DecodeCancelled as stopped:  # nobody waits for it: the worker is free sooner
+                cancels.add(stopped=1, steps=stopped.steps)
+                return ""
+            if cancel.is_set():
+                cancels.add(finished=1)
+            return text
+
+        try:
+            return await self._admitted(self.asr_admission, self._asr_pool, who, None, run)
+        except asyncio.CancelledError:
+            cancel.set()
+            cancels.abandoned += 1  # on the loop only
+            raise
 
     async def synthesize(self, text: str, who: str = "", deadline: float | None = None) -> list[SynthChunk]:
         """All chunks of `text` (piper yields one chunk per sentence). `deadline`: the clock time

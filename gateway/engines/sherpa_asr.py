@@ -10,11 +10,13 @@ Both recognizers may be called from one thread at a time (the engine runner guar
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
+from gateway.engines.base import DecodeCancelled
 from gateway.errors import AsrError, ModelError
 
 SAMPLE_RATE = 16000
@@ -74,7 +76,8 @@ class MoonshineAsr:
         # The first decode is ~1 s slower (graph optimisation, allocations): pay it now.
         self.transcribe(_warmup_audio())
 
-    def transcribe(self, audio: np.ndarray) -> str:
+    def transcribe(self, audio: np.ndarray, cancel: threading.Event | None = None) -> str:
+        """`cancel` is not looked at: sherpa-onnx decodes the utterance in one call."""
         samples = _as_input(audio)
         if samples.size < _MIN_SAMPLES:
             return ""
@@ -129,7 +132,8 @@ class OnlineAsr:
         self.kind = kind
         self.transcribe(_warmup_audio())
 
-    def transcribe(self, audio: np.ndarray) -> str:
+    def transcribe(self, audio: np.ndarray, cancel: threading.Event | None = None) -> str:
+        """`cancel` set: stops between the stream's decode calls (DecodeCancelled)."""
         samples = _as_input(audio)
         if samples.size < _MIN_SAMPLES:
             return ""
@@ -139,6 +143,8 @@ class OnlineAsr:
             stream.accept_waveform(SAMPLE_RATE, np.zeros(int(SAMPLE_RATE * self._TAIL_S), np.float32))
             stream.input_finished()
             while self._rec.is_ready(stream):
+                if cancel is not None and cancel.is_set():
+                    raise DecodeCancelled()
                 self._rec.decode_stream(stream)
             return clean_transcript(self._rec.get_result(stream))
         except RuntimeError as exc:

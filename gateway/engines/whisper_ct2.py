@@ -32,6 +32,7 @@ returned empty, so noise alone does not make a hallucinated question.
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Literal
 
@@ -39,6 +40,7 @@ import ctranslate2
 import numpy as np
 import tokenizers
 
+from gateway.engines.base import DecodeCancelled
 from gateway.engines.sherpa_asr import SAMPLE_RATE, _as_input, _require_files, _warmup_audio
 from gateway.engines.whisper_mel import log_mel
 from gateway.errors import AsrError, ModelError
@@ -91,12 +93,14 @@ class WhisperCt2Asr:
         self._window = window
         self.transcribe(_warmup_audio())
 
-    def transcribe(self, audio: np.ndarray) -> str:
+    def transcribe(self, audio: np.ndarray, cancel: threading.Event | None = None) -> str:
+        """`cancel` set: stops after the encoder (DecodeCancelled); CTranslate2's `generate` runs
+        the whole decoder loop in one call, so a decode already in it runs to its end."""
         samples = _as_input(audio)
         if samples.size < _MIN_SAMPLES:
             return ""
         try:
-            return self._decode(samples)
+            return self._decode(samples, cancel)
         except RuntimeError as exc:  # CTranslate2 raises RuntimeError / ValueError
             raise AsrError(f"Whisper decoding failed: {exc}") from exc
         except ValueError as exc:
@@ -114,9 +118,11 @@ class WhisperCt2Asr:
         out[:, :n] = feats[:, :n]
         return out
 
-    def _decode(self, samples: np.ndarray) -> str:
+    def _decode(self, samples: np.ndarray, cancel: threading.Event | None) -> str:
         mel = np.ascontiguousarray(self._mel(samples)[None])
         encoded = self._model.encode(ctranslate2.StorageView.from_array(mel), to_cpu=False)
+        if cancel is not None and cancel.is_set():  # nobody waits for the text: skip the decoder
+            raise DecodeCancelled()
         seconds = min(30.0, samples.size / SAMPLE_RATE)
         max_length = min(_MAX_TOKENS, len(self._prompt) + int(seconds * _TOKENS_PER_SECOND) + 8)
         result = self._model.generate(

@@ -6,6 +6,7 @@ an ASR that reports how much audio it was given stand in for Silero and a model.
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import numpy as np
 import pytest
@@ -25,7 +26,7 @@ class _Length:
 
     sample_rate = RATE
 
-    def transcribe(self, audio: np.ndarray) -> str:
+    def transcribe(self, audio: np.ndarray, cancel: threading.Event | None = None) -> str:
         return " ".join(["n"] * round(audio.size / (RATE / 10)))
 
 

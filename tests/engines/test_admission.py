@@ -86,7 +86,7 @@ class MeetingAsr(FakeAsr):
     def __init__(self, parties: int) -> None:
         self.met = threading.Barrier(parties, timeout=10)
 
-    def transcribe(self, audio: np.ndarray) -> str:
+    def transcribe(self, audio: np.ndarray, cancel: threading.Event | None = None) -> str:
         self.met.wait()  # BrokenBarrierError if the calls ran one after the other
         return "met"
 
@@ -117,7 +117,7 @@ class BlockedAsr(FakeAsr):
     def __init__(self) -> None:
         self.entered, self.go = threading.Event(), threading.Event()
 
-    def transcribe(self, audio: np.ndarray) -> str:
+    def transcribe(self, audio: np.ndarray, cancel: threading.Event | None = None) -> str:
         self.entered.set()
         self.go.wait(10)
         return "done"
