@@ -12,7 +12,8 @@ main thread's share of it (`loop%`: the event loop's Python work, gateway and bo
 the GIL: near 100% it, not the cores, is what the turns wait for), the process CPU per question
 answered (`CPU s/turn`: times the turn rate, what N boxes need of the cores), split by thread
 (the engines' pools, the loop where the boxes run too, onnxruntime's own threads:
-gateway/cli/bench_capacity_threads.py) and RSS. Capacity = the largest
+gateway/cli/bench_capacity_threads.py) and RSS, and the speculative decodes thrown away and the
+decoder steps their early stop saved (gateway/cli/bench_capacity_cancels.py). Capacity = the largest
 N whose p95 stays within 1.5x of N=1's. Then, separately, the worst
 case: N boxes whose questions end at the same instant.
 """
@@ -38,6 +39,7 @@ from firmware_protocol import (AudioChunk, AudioFormat, AudioStart, Error, Hello
 from gateway.app import Gateway, load_runner
 from gateway.audio.pcm import float_to_s16le, resample
 from gateway.brain.text import normalize
+from gateway.cli.bench_capacity_cancels import StoppedDecodes, cancels_line, cancels_row, mark
 from gateway.cli.bench_capacity_threads import GROUPS, cpu_by_group, thread_cpu
 from gateway.cli.bench_voice import _rss_mb, _synth, turn_metrics
 from gateway.config import GatewayConfig
@@ -241,6 +243,7 @@ def simultaneous_plans(n: int, questions: list[tuple[str, np.ndarray]]) -> list[
 async def _run(cfg: GatewayConfig, sizes: list[int], min_turns: int, spread_s: float, say) -> dict:
     say("loading models")
     runner = load_runner(cfg, say)
+    runner.asr = asr = StoppedDecodes(runner.asr)  # counts the thrown-away decodes
     questions = []
     for q in QUESTIONS:
         audio, rate, _ = _synth(runner, q)
@@ -261,12 +264,16 @@ async def _run(cfg: GatewayConfig, sizes: list[int], min_turns: int, spread_s: f
         for n in sizes:
             per_box = max(2, math.ceil(min_turns / n))
             say(f"N={n}: {n} boxes x {per_box} questions, starts spread over {spread_s:.0f} s")
+            start = mark(runner, asr)
             row = await _round(url, f"c{n}", conversation_plans(n, questions, per_box, spread_s, rng), metrics, runner)
+            row.update(cancels_row(runner, asr, start))
             say(json.dumps(row))
             conversation.append(row)
         for n in sizes:
             say(f"N={n} questions ending at the same instant")
+            start = mark(runner, asr)
             row = await _round(url, f"s{n}", simultaneous_plans(n, questions), metrics, runner)
+            row.update(cancels_row(runner, asr, start))
             say(json.dumps(row))
             simultaneous.append(row)
     finally:
@@ -295,6 +302,9 @@ def print_report(report: dict) -> None:
             if split := r.get("cpu_s_per_turn_by_thread"):
                 print(f"{r['boxes']:>3} CPU s/turn by thread: " + ", ".join(f"{g} {split[g]:.3f}" for g in GROUPS)
                       + " (the boxes run on the loop; onnxruntime's own pool threads are in other)")
+        for r in rows:
+            if "asr_thrown_away" in r:
+                print(cancels_line(r))
     print(f"\ncapacity: {report['capacity']} boxes (p95 within 1.5x of N=1: <= {report['deadline_ms']} ms)")
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -59,6 +59,13 @@ class AsrEngine(Protocol):
         """Return the text of the utterance (stripped, may be empty). When `cancel` is set during
         the call, the engine may stop early and raise `DecodeCancelled` (or finish normally)."""
         ...
+
+
+@runtime_checkable
+class CountsDecoderSteps(Protocol):
+    """An ASR engine that counts the decoder steps all its calls ran (benchmarks, tests)."""
+
+    decoder_steps: int
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,14 @@ def pool_size(name: str, engine: object, configured: int) -> int:
 
 
 @dataclass
+class AsrCall:
+    """One ASR call's cancel token, and whether its thread returned a text."""
+
+    cancel: threading.Event = field(default_factory=threading.Event)
+    returned: bool = False
+
+
+@dataclass
 class AsrCancels:
     """ASR calls whose caller stopped waiting (for benchmarks and tests; updated from the threads)."""
 
@@ -63,10 +71,23 @@ class AsrCancels:
     stopped_steps: int = 0  # decoder steps the stopped decodes had run
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def add(self, *, stopped: int = 0, finished: int = 0, steps: int = 0) -> None:
+    def abandon(self, call: AsrCall) -> None:
+        """The caller stopped waiting (on the loop): the call's token is set."""
         with self._lock:
-            self.stopped += stopped
-            self.finished += finished
+            call.cancel.set()
+            self.abandoned += 1
+            self.finished += call.returned  # its thread was done already, its text unused
+
+    def returned(self, call: AsrCall) -> None:
+        """The call's thread returned a text (on the thread)."""
+        with self._lock:
+            call.returned = True
+            self.finished += call.cancel.is_set()
+
+    def stop(self, steps: int) -> None:
+        """The engine stopped the call early (on the thread)."""
+        with self._lock:
+            self.stopped += 1
             self.stopped_steps += steps
 
 
@@ -124,23 +145,21 @@ class EngineRunner:
     async def transcribe(self, audio: np.ndarray, who: str = "") -> str:
         """The utterance's text; raises EngineBusy when too many turns already wait for the ASR.
         Cancelled, it sets the call's cancel token: the engine may stop its decode early."""
-        asr, cancel, cancels = self.asr, threading.Event(), self.asr_cancels
+        asr, call, cancels = self.asr, AsrCall(), self.asr_cancels
 
         def run() -> str:
             try:
-                text = asr.transcribe(audio, cancel=cancel)
+                text = asr.transcribe(audio, cancel=call.cancel)
             except DecodeCancelled as stopped:  # nobody waits for it: the worker is free sooner
-                cancels.add(stopped=1, steps=stopped.steps)
+                cancels.stop(stopped.steps)
                 return ""
-            if cancel.is_set():
-                cancels.add(finished=1)
+            cancels.returned(call)
             return text
 
         try:
             return await self._admitted(self.asr_admission, self._asr_pool, who, None, run)
         except asyncio.CancelledError:
-            cancel.set()
-            cancels.abandoned += 1  # on the loop only
+            cancels.abandon(call)
             raise
 
     async def synthesize(self, text: str, who: str = "", deadline: float | None = None) -> list[SynthChunk]:
