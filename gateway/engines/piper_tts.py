@@ -9,6 +9,7 @@ is ready.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -108,6 +109,14 @@ class PiperTts:
         # The first run initialises espeak-ng and onnxruntime buffers: pay it at load.
         for _ in self.synthesize("Hello."):
             pass
+
+    def steady(self) -> PiperTts:
+        """The same voice (the same loaded session) without its sampling noise: a text gives the same
+        audio every time (piper otherwise varies its durations and sound a little from run to run).
+        Speech made as test or benchmark input that must not differ between runs."""
+        voice = copy.copy(self)
+        voice._syn = SynthesisConfig(length_scale=self.length_scale, noise_scale=0.0, noise_w_scale=0.0)
+        return voice
 
     def synthesize(self, text: str) -> Iterator[SynthChunk]:
         if not text.strip():

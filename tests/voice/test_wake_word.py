@@ -19,6 +19,7 @@ from firmware_protocol import AudioChunk, AudioFormat, AudioStop, ListenState, M
 from gateway.audio.pcm import int16_to_float, resample
 from gateway.cli.echo_box import EchoBox, stream
 from gateway.config import parse_config
+from gateway.engines.piper_tts import PiperTts
 from gateway.engines.runner import EngineRunner
 from gateway.engines.wake_word import MicroWakeWords
 from gateway.voice.conversation import Conversation
@@ -43,7 +44,10 @@ def wake_runner(runner: EngineRunner) -> AsyncIterator[EngineRunner]:
 
 
 def piper(runner: EngineRunner, text: str) -> np.ndarray:
-    chunks = list(runner.tts.synthesize(text))
+    """`text` said by the gateway's piper voice, the same audio in every run (its sampling noise
+    off: with it, a run's "Stop." was once heard as "Start.")."""
+    assert isinstance(runner.tts, PiperTts)
+    chunks = list(runner.tts.steady().synthesize(text))
     return resample(np.concatenate([int16_to_float(c.pcm) for c in chunks]), chunks[0].sample_rate, MIC)
 
 
