@@ -30,6 +30,7 @@ from __future__ import annotations
 import enum
 import threading
 from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -46,6 +47,21 @@ class Verdict(enum.Enum):
     ECHO = "echo"
     VOICE = "voice"
     UNSURE = "unsure"
+
+
+@dataclass(frozen=True)
+class EchoCheck:
+    """A verdict and what it was made of (the log line of a barge-in over the echo says them)."""
+
+    verdict: Verdict
+    similarity: float  # the best of the whole window and its parts
+    power: float  # the microphone window's power per sample
+    noise: float | None  # the room's noise power it was compared with (None: not known yet)
+
+    def describe(self) -> str:
+        noise = "room noise not known yet" if self.noise is None else (
+            f"{10 * np.log10(max(self.power, 1e-12) / max(self.noise, 1e-12)):+.1f} dB over the room noise")
+        return f"similarity {self.similarity:.2f}, {noise}"
 
 
 class EchoReference:
@@ -94,6 +110,10 @@ class EchoReference:
         return similarity(mic, self._reference())
 
     def verdict(self, mic: np.ndarray, threshold: float, noise_power: float | None) -> Verdict:
+        """`check`'s verdict."""
+        return self.check(mic, threshold, noise_power).verdict
+
+    def check(self, mic: np.ndarray, threshold: float, noise_power: float | None) -> EchoCheck:
         """Is `mic` the echo? ECHO when it correlates with the reference at `threshold` or more (as a
         whole or in parts across cuts), or when what the reference leaves unexplained (mic power x
         (1 - similarity^2)) is no more than the room's noise (`noise_power`, per sample: the microphone
@@ -103,13 +123,12 @@ class EchoReference:
         sim = similarity(mic, ref)
         if sim < threshold and mic.size >= PIECES * 160:
             sim = max(sim, cut_similarity(mic, ref))
+        power = float(np.mean(mic.astype(np.float64) ** 2)) if mic.size else 0.0
         if sim >= threshold:
-            return Verdict.ECHO
-        if noise_power is not None and mic.size:
-            residual = float(np.mean(mic.astype(np.float64) ** 2)) * (1.0 - sim * sim)
-            if residual <= noise_power * NOISE_MARGIN:
-                return Verdict.ECHO
-        return Verdict.UNSURE if sim >= UNSURE_FROM else Verdict.VOICE
+            return EchoCheck(Verdict.ECHO, sim, power, noise_power)
+        if noise_power is not None and mic.size and power * (1.0 - sim * sim) <= noise_power * NOISE_MARGIN:
+            return EchoCheck(Verdict.ECHO, sim, power, noise_power)
+        return EchoCheck(Verdict.UNSURE if sim >= UNSURE_FROM else Verdict.VOICE, sim, power, noise_power)
 
     def explains(self, mic: np.ndarray, threshold: float, noise_power: float | None) -> bool:
         """`verdict` is ECHO."""

@@ -181,7 +181,11 @@ class EchoGuard:
             return Verdict.VOICE
         window = self._listener.utterance_audio()[-ECHO_WINDOW_MS * ASR_RATE // 1000:]
         noise = self._noise if self._quiet_s >= NOISE_KNOWN_S else None  # not the onset of a first utterance
-        verdict = await asyncio.to_thread(echo.verdict, window, self._similarity, noise)
+        check = await asyncio.to_thread(echo.check, window, self._similarity, noise)
+        verdict = check.verdict
+        if verdict is Verdict.VOICE:
+            log.info("%s: echo check at %.2f s: a voice over the reply (%s)", self._who,
+                     self._listener.position_ms / 1000, check.describe())
         if verdict is Verdict.UNSURE and self._words is None:
             self._words = asyncio.create_task(self._voice_by_words(self._listener.utterance_audio()),
                                               name=f"echo words {self._who}")

@@ -113,3 +113,16 @@ def test_the_reference_is_the_last_seconds_sent_chunk_by_chunk() -> None:
     np.testing.assert_array_equal(ref._reference(), expected[-3 * RATE :])
     ref.played(pcm(audio[:step]), 4.0)  # more after a comparison: still the last 3 s
     np.testing.assert_array_equal(ref._reference(), np.concatenate([expected, expected[:step]])[-3 * RATE :])
+
+
+def test_a_check_says_what_its_verdict_was_made_of() -> None:
+    reply = speechlike(2.0, seed=5)
+    ref = EchoReference(RATE)
+    ref.played(pcm(reply), 0.0)
+    echo = ref.check(reply[8000:12000] * 0.5, 0.9, 1e-6)
+    assert echo.verdict is Verdict.ECHO and echo.similarity > 0.99
+    voice = ref.check(speechlike(0.25, seed=6), 0.9, 1e-6)
+    assert voice.verdict is Verdict.VOICE and voice.similarity < 0.8
+    assert voice.power == pytest.approx(float(np.mean(speechlike(0.25, seed=6).astype(np.float64) ** 2)))
+    assert "dB over the room noise" in voice.describe()
+    assert "not known yet" in ref.check(speechlike(0.25, seed=6), 0.9, None).describe()
