@@ -4,10 +4,14 @@ Each sentence is synthesized (TTS workers) as soon as its text is known, resampl
 device's rate and sent as its own audio stream: `ReplyText`, `AudioStart`, `AudioChunk`s,
 `AudioStop`. Synthesis runs ahead of playback; sending is paced (see `gateway.audio.pacing`).
 TTS gets a sentence's `speech`; its ReplyText carries its `display` text. A reply's long first
-sentence is synthesized clause by clause (gateway/voice/pieces.py): its stream starts with the
-first clause's audio and the others follow in the same stream, joined without a gap. Each
-synthesis asks the TTS by a deadline: the reply's first audio now, later audio when what is
-queued ahead of it will have played, so other boxes' first sentences go first.
+sentence is synthesized clause by clause (gateway/voice/pieces.py `synthesis_pieces`): its stream
+starts with the first clause's audio and the others follow in the same stream, joined without a
+gap. Its later sentences are synthesized in pieces too (`later_pieces`: at most MAX_WORDS words a
+call, cut at the clauses, else between phrases), joined the same way into the sentence's one
+stream: a TTS worker's call cannot be taken back, so no call may hold a worker for a whole long
+sentence (a 36-word one ~0.6-1.3 s) while another box's first piece waits for it. Each piece asks
+the TTS by its own deadline: the reply's first audio now, later audio when what is queued ahead of
+it will have played, so other boxes' first pieces go first, within one short call.
 `prepare` starts the synthesis of a reply's first piece before the reply is spoken (the brain's
 first sentence on the speculative transcript, during the endpoint's trailing silence): the reply
 that then begins with that piece takes its audio instead of synthesizing it again, so its first
@@ -30,7 +34,7 @@ from gateway.audio.pcm import chunk_bytes, float_to_s16le, int16_to_float, resam
 from gateway.engines.base import SpeechPiece, SynthChunk
 from gateway.engines.runner import EngineRunner
 from gateway.brain.contract import Sentence
-from gateway.voice.pieces import CLAUSE_PAUSE_MS, WORD_PAUSE_MS, ends_clause, join_edges, synthesis_pieces
+from gateway.voice.pieces import CLAUSE_PAUSE_MS, WORD_PAUSE_MS, ends_clause, join_edges, later_pieces, synthesis_pieces
 
 _AHEAD_MARGIN_S = 0.5  # a later piece is due this long before the audio ahead of it runs out
 
@@ -146,7 +150,7 @@ class Speaker:
                 if not sentence.speech.strip():
                     continue
                 sid = self._stream_id()
-                texts = synthesis_pieces(sentence.speech) if first_sentence else [sentence.speech]
+                texts = synthesis_pieces(sentence.speech) if first_sentence else later_pieces(sentence.speech)
                 first_sentence = False
                 so_far: list[SynthChunk] = []
                 offset_ms = 0.0
