@@ -40,6 +40,7 @@ ECHO_WINDOW_MS = 250  # the microphone audio compared with the reply
 ECHO_RECHECK_MS = 90  # how often an echo-like utterance is compared again
 ECHO_TAIL_MS = 1500  # the echo check stays on this long after a reply ended (the box's buffer, the room)
 NOISE_KNOWN_S = 0.5  # the room's noise level is known after this much microphone audio between utterances
+# (until then a window is compared with the quietest piece of microphone audio heard so far)
 PLAYED_SENTENCES = 3  # the words compared with an UNSURE utterance's: the last sentences played
 ECHO_WORDS = 0.5  # an UNSURE utterance whose heard words are at least this share of the reply's is its echo
 
@@ -90,6 +91,7 @@ class EchoGuard:
         self._reply_end_ms: float | None = None  # mic position when the last reply ended
         self._noise: float | None = None  # the microphone's power between utterances (per sample)
         self._quiet_s = 0.0  # microphone audio heard between utterances so far
+        self._floor: float | None = None  # the quietest piece of microphone audio so far (power per sample)
 
     def tap(self, send: Send) -> Send:
         """The Speaker's send, its reply audio also kept as the echo reference (not a turn's events)."""
@@ -123,6 +125,9 @@ class EchoGuard:
         """After each piece of microphone audio (`seconds` long): True when an utterance taken for the
         echo turns out to be a voice over it (just now); between utterances the room's noise level is
         followed."""
+        power = float(np.dot(samples, samples)) / samples.size if samples.size else None
+        if power is not None and (self._floor is None or power < self._floor):
+            self._floor = power
         if self.suspect and self._listener.in_speech:
             if self._words is not None and self._words.done():
                 words, self._words = self._words, None
@@ -130,8 +135,7 @@ class EchoGuard:
                     self.suspect = False
                     return True
             return await self._recheck()
-        if not self._listener.in_speech and samples.size:
-            power = float(np.dot(samples, samples)) / samples.size  # falls at once, rises slowly
+        if not self._listener.in_speech and power is not None:  # falls at once, rises slowly
             self._noise = power if self._noise is None or power < self._noise else 0.98 * self._noise + 0.02 * power
             self._quiet_s += seconds
         return False
@@ -180,7 +184,9 @@ class EchoGuard:
         if not self._listen.replying and (end is None or self._listener.position_ms - end > ECHO_TAIL_MS):
             return Verdict.VOICE
         window = self._listener.utterance_audio()[-ECHO_WINDOW_MS * ASR_RATE // 1000:]
-        noise = self._noise if self._quiet_s >= NOISE_KNOWN_S else None  # not the onset of a first utterance
+        # Not the onset of a first utterance: until the noise is known, the quietest piece heard (a
+        # pause in the echo is the room's noise: compared with nothing, it had counted as a voice)
+        noise = self._noise if self._quiet_s >= NOISE_KNOWN_S else self._floor
         check = await asyncio.to_thread(echo.check, window, self._similarity, noise)
         verdict = check.verdict
         if verdict is Verdict.VOICE:

@@ -221,6 +221,25 @@ async def test_the_box_hearing_its_own_reply_never_interrupts_it(
         await conv.close()
 
 
+async def test_a_microphone_that_opens_with_the_reply_never_interrupts_it_either(wake_runner: EngineRunner) -> None:
+    """No room noise heard before the echo starts (the box streams its microphone from the reply's
+    first audio on): the pauses in the echo are compared with the quietest audio heard so far, not
+    taken for a voice (before, this interrupted the story at its first pause between sentences)."""
+    dev = Device()
+    box = EchoBox(dev.send, 50, 0.5, seed=51)
+    conv, brain = echo_conversation(wake_runner, box.send)
+    try:
+        await conv.on_text("tell me a story")
+        await dev.until(lambda m: isinstance(m, AudioChunk), timeout=60)
+        await stream_echo(conv, box, dev, seconds=20)
+        await dev.until(final, timeout=5)
+        assert box.aborted_at is None and not any(isinstance(m, VadEvent) for m in dev.sent)
+        assert [m.reason for m in dev.of(AudioStop)] == [StopReason.END] * len(STORY)
+        assert brain.utterances == ["tell me a story"]
+    finally:
+        await conv.close()
+
+
 async def test_a_second_voice_over_the_echoed_reply_barges_in_within_300_ms(wake_runner: EngineRunner) -> None:
     dev = Device()
     box = EchoBox(dev.send, 150, 0.5, seed=7)
