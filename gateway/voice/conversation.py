@@ -50,8 +50,8 @@ from gateway.engines.runner import EngineRunner
 from gateway.engines.wake_word import WakeWordDetector
 from gateway.voice.echo_guard import EchoGuard, Ended
 from gateway.voice.endpointing import Endpointer, Event
-from gateway.voice.events import (ListenChanged, ReplyEnded, SentenceStarted, SpeechEnded, SpeechStarted, TurnEvent,
-                                  TurnEvents, TurnMetrics)
+from gateway.voice.events import (BargedIn, ListenChanged, ReplyEnded, SentenceStarted, SpeechEnded, SpeechStarted,
+                                  TurnEvent, TurnEvents, TurnMetrics)
 from gateway.voice.listen_mode import Listening, ListenMode, Outcome, StopWords, Verdict
 from gateway.voice.listener import ASR_RATE, Listener, Woke
 from gateway.voice.replier import Decode, Replier
@@ -282,6 +282,8 @@ class Conversation:
                                                  int(self._listener.position_ms)))
 
     async def _watch(self, event: TurnEvent) -> None:
+        if isinstance(event, BargedIn):
+            self._echo.reply_cut()
         if isinstance(event, ReplyEnded):
             self._echo.reply_ended(self._listener.position_ms)
             change = self._listen.reply_ended(self._listener.position_ms, event.aborted)

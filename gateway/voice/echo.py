@@ -14,7 +14,10 @@ leaves more unexplained: `listen.echo_similarity` sets where echo ends.
 
 The reference is laid out on the box's own clock, which the gateway sees as its microphone stream
 (seconds of microphone audio received): audio sent after the box must have played all it had (a
-late TTS piece) gets that much silence before it. Where that estimate is off (a box's jitter buffer,
+late TTS piece) gets that much silence before it. It is kept, and compared, by when the box plays it:
+the 3 s before the box's clock now, not the last 3 s sent (the audio sent ahead of playback, a
+prebuffer and whatever the gateway's loop sent late in a burst, is not yet played and cannot be
+echoed; counted in, it had pushed what was playing out of the reference). Where that estimate is off (a box's jitter buffer,
 a network burst) a window across the cut holds two pieces at two delays and correlates less with
 either; so a window that is not echo as a whole is compared again as up to three parts cut at
 multiples of 1/PIECES of it, each at its own delay, their unexplained power summed
@@ -38,6 +41,7 @@ from gateway.audio.pcm import StreamResampler, int16_to_float
 
 RATE = 16000
 MAX_GAP_S = 1.0
+AHEAD_S = 0.25  # compared beyond the box's clock now: what the estimate of its playback may be off by
 NOISE_MARGIN = 4.0  # 6 dB above the room's noise is more than noise
 PIECES = 4  # a window not explained as a whole is compared again in this many parts (62.5 ms of 250)
 UNSURE_FROM = 0.8  # below the threshold down to here: UNSURE (a voice ~2.5 dB and more below the echo)
@@ -83,43 +87,74 @@ class EchoReference:
         Audio sent after the box must have played all it had (the TTS was late) leaves a gap in what
         the box plays: that much silence (at most MAX_GAP_S) goes into the reference before it."""
         audio = self._resampler.push(int16_to_float(np.frombuffer(pcm, "<i2")))
+        start = now if self._play_end is None else max(now, self._play_end)  # when the box plays it
         if self._play_end is not None and now > self._play_end:
             gap = np.zeros(int(min(now - self._play_end, MAX_GAP_S) * RATE), np.float32)
             audio = np.concatenate([gap, audio])
-        self._play_end = max(now, self._play_end or now) + audio.size / RATE
+            start -= gap.size / RATE
+        self._play_end = start + audio.size / RATE  # (the gap is before `now`, not after it)
         if audio.size:
+            keep = self._keep + int((self._play_end - now) * RATE)  # keep_s played before now, and the rest
             with self._lock:
                 self._pieces.append(audio)
                 self._size += audio.size
-                while self._size - self._pieces[0].size >= self._keep:  # older than the last keep_s
+                while self._size - self._pieces[0].size >= keep:  # played more than keep_s before now
                     self._size -= self._pieces.popleft().size
+
+    def stopped(self, now: float) -> None:
+        """The reply was cut at box time `now` (an aborted stream): the box drops what it had not played,
+        so does the reference, and the next reply plays from now."""
+        if self._play_end is None or self._play_end <= now:
+            return
+        unplayed = int((self._play_end - now) * RATE)
+        self._play_end = now
+        with self._lock:
+            while unplayed and self._pieces:
+                last = self._pieces.pop()
+                cut = min(unplayed, last.size)
+                self._size -= cut
+                unplayed -= cut
+                if cut < last.size:
+                    self._pieces.append(last[: last.size - cut])
 
     @property
     def empty(self) -> bool:
         return not self._size
 
-    def _reference(self) -> np.ndarray:
-        """A copy of the last keep_s of reply audio sent."""
+    def _reference(self, now: float | None = None) -> np.ndarray:
+        """A copy of the reply audio the box plays from keep_s before box time `now` to AHEAD_S after it
+        (`now` None: the last keep_s sent)."""
         with self._lock:
+            if not self._pieces:
+                return np.zeros(0, np.float32)
             if len(self._pieces) > 1:
                 self._pieces = deque([np.concatenate(self._pieces)])
-            return self._pieces[0][-self._keep:].copy() if self._pieces else np.zeros(0, np.float32)
+            ref = self._pieces[0]
+            if now is None or self._play_end is None:
+                return ref[-self._keep:].copy()
+            end = max(0, ref.size - max(0, int((self._play_end - now - AHEAD_S) * RATE)))  # AHEAD_S unplayed
+            return ref[max(0, end - self._keep - int(AHEAD_S * RATE)) : end].copy()
 
-    def similarity(self, mic: np.ndarray) -> float:
-        """Peak normalized correlation (0..1) of `mic` (16 kHz float32) with the reference."""
-        return similarity(mic, self._reference())
+    def similarity(self, mic: np.ndarray, now: float | None = None) -> float:
+        """Peak normalized correlation (0..1) of `mic` (16 kHz float32, ending at box time `now`) with
+        the reference."""
+        return similarity(mic, self._reference(now))
 
-    def verdict(self, mic: np.ndarray, threshold: float, noise_power: float | None) -> Verdict:
+    def verdict(self, mic: np.ndarray, threshold: float, noise_power: float | None,
+                now: float | None = None) -> Verdict:
         """`check`'s verdict."""
-        return self.check(mic, threshold, noise_power).verdict
+        return self.check(mic, threshold, noise_power, now).verdict
 
-    def check(self, mic: np.ndarray, threshold: float, noise_power: float | None) -> EchoCheck:
+    def check(self, mic: np.ndarray, threshold: float, noise_power: float | None,
+              now: float | None = None) -> EchoCheck:
         """Is `mic` the echo? ECHO when it correlates with the reference at `threshold` or more (as a
         whole or in parts across cuts), or when what the reference leaves unexplained (mic power x
         (1 - similarity^2)) is no more than the room's noise (`noise_power`, per sample: the microphone
         between utterances) x NOISE_MARGIN: a quiet echo in noise correlates less, but a person's
-        voice adds power the noise does not. UNSURE from UNSURE_FROM up to `threshold`, else VOICE."""
-        ref = self._reference()
+        voice adds power the noise does not. UNSURE from UNSURE_FROM up to `threshold`, else VOICE.
+        `now`: the box time at the end of `mic` (the seconds of microphone audio received; None:
+        compared with the last keep_s sent)."""
+        ref = self._reference(now)
         sim = similarity(mic, ref)
         if sim < threshold and mic.size >= PIECES * 160:
             sim = max(sim, cut_similarity(mic, ref))
@@ -130,9 +165,10 @@ class EchoReference:
             return EchoCheck(Verdict.ECHO, sim, power, noise_power)
         return EchoCheck(Verdict.UNSURE if sim >= UNSURE_FROM else Verdict.VOICE, sim, power, noise_power)
 
-    def explains(self, mic: np.ndarray, threshold: float, noise_power: float | None) -> bool:
+    def explains(self, mic: np.ndarray, threshold: float, noise_power: float | None,
+                 now: float | None = None) -> bool:
         """`verdict` is ECHO."""
-        return self.verdict(mic, threshold, noise_power) is Verdict.ECHO
+        return self.verdict(mic, threshold, noise_power, now) is Verdict.ECHO
 
 
 def similarity(mic: np.ndarray, ref: np.ndarray) -> float:

@@ -170,6 +170,12 @@ class EchoGuard:
             words.cancel()
             await asyncio.gather(words, return_exceptions=True)
 
+    def reply_cut(self) -> None:
+        """The reply was cut (a barge-in: its stream's AudioStop ABORTED): the box drops the audio it had
+        queued, so does the reference."""
+        if self._echo is not None:
+            self._echo.stopped(self._mic_s)
+
     def reply_ended(self, at_ms: float) -> None:
         """A reply stopped playing at microphone position `at_ms`: the check stays on ECHO_TAIL_MS more."""
         self._reply_end_ms = at_ms
@@ -187,7 +193,7 @@ class EchoGuard:
         # Not the onset of a first utterance: until the noise is known, the quietest piece heard (a
         # pause in the echo is the room's noise: compared with nothing, it had counted as a voice)
         noise = self._noise if self._quiet_s >= NOISE_KNOWN_S else self._floor
-        check = await asyncio.to_thread(echo.check, window, self._similarity, noise)
+        check = await asyncio.to_thread(echo.check, window, self._similarity, noise, self._mic_s)
         verdict = check.verdict
         if verdict is Verdict.VOICE:
             log.info("%s: echo check at %.2f s: a voice over the reply (%s)", self._who,

@@ -126,3 +126,41 @@ def test_a_check_says_what_its_verdict_was_made_of() -> None:
     assert voice.power == pytest.approx(float(np.mean(speechlike(0.25, seed=6).astype(np.float64) ** 2)))
     assert "dB over the room noise" in voice.describe()
     assert "not known yet" in ref.check(speechlike(0.25, seed=6), 0.9, None).describe()
+
+
+def test_audio_sent_far_ahead_of_playback_leaves_what_plays_now_in_the_reference() -> None:
+    """A burst: 6 s of reply sent at once (the gateway's loop stalled, then its pacer caught up), the
+    box playing it on its own clock. At box time 1.2 s the echo of what it plays then is recognised;
+    compared with the last 3 s sent (what the box plays from 3 s on) it is not."""
+    reply = speechlike(6.0, seed=11)
+    ref = EchoReference(RATE)
+    ref.played(pcm(reply), 0.0)
+    delay = 50 * RATE // 1000
+    mic = np.concatenate([np.zeros(delay, np.float32), reply])[: reply.size] * 0.5
+    mic = (mic + np.random.default_rng(11).normal(0, 0.003, mic.size)).astype(np.float32)
+    window = mic[int(1.2 * RATE) - 4000 : int(1.2 * RATE)]  # the last 250 ms heard at box time 1.2 s
+    assert ref.verdict(window, 0.9, 0.003**2, 1.2) is Verdict.ECHO
+    assert ref.verdict(window, 0.9, 0.003**2) is Verdict.VOICE  # the last 3 s sent do not hold it
+    late = mic[int(4.0 * RATE) - 4000 : int(4.0 * RATE)]
+    assert ref.verdict(late, 0.9, 0.003**2, 4.0) is Verdict.ECHO
+
+
+def test_a_cut_reply_leaves_the_reference_with_what_was_played_and_the_next_reply_plays_from_then() -> None:
+    """A barge-in at box time 1.0 s while 2 s more were queued: the box dropped them. The next reply,
+    sent at 1.5 s, plays from 1.5 s; its echo at 2.0 s is recognised (the reference without the
+    dropped audio: with it, the next reply was laid out 2 s late and its echo taken for a voice)."""
+    first, second = speechlike(3.0, seed=12), speechlike(2.0, seed=13)
+    ref = EchoReference(RATE)
+    ref.played(pcm(first), 0.0)
+    ref.stopped(1.0)
+    ref.played(pcm(second), 1.5)
+    box = np.zeros(int(3.5 * RATE), np.float32)  # what the box played, on its clock
+    box[:RATE] = first[:RATE]
+    box[int(1.5 * RATE) :] = second
+    delay = 50 * RATE // 1000
+    mic = np.concatenate([np.zeros(delay, np.float32), box])[: box.size] * 0.5
+    mic = (mic + np.random.default_rng(12).normal(0, 0.003, mic.size)).astype(np.float32)
+    for at in (2.0, 2.5, 3.0):
+        window = mic[int(at * RATE) - 4000 : int(at * RATE)]
+        assert ref.verdict(window, 0.9, 0.003**2, at) is Verdict.ECHO, at
+    assert ref.verdict(mic[int(0.9 * RATE) - 4000 : int(0.9 * RATE)], 0.9, 0.003**2, 0.9) is Verdict.ECHO

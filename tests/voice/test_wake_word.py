@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import subprocess
+import time
 import wave
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -236,6 +237,32 @@ async def test_a_microphone_that_opens_with_the_reply_never_interrupts_it_either
         assert box.aborted_at is None and not any(isinstance(m, VadEvent) for m in dev.sent)
         assert [m.reason for m in dev.of(AudioStop)] == [StopReason.END] * len(STORY)
         assert brain.utterances == ["tell me a story"]
+    finally:
+        await conv.close()
+
+
+async def test_a_stalled_event_loop_mid_reply_does_not_make_the_echo_a_voice(wake_runner: EngineRunner) -> None:
+    """The loop blocks 3 s while the story plays (a slow call, a long pause of the process): the
+    pacer then sends the audio it owes in a burst, queued far ahead of what the box plays. The echo
+    is compared with what the box plays at that moment, not with the last 3 s sent (before, every
+    case interrupted itself after such a stall)."""
+    dev = Device()
+    box = EchoBox(dev.send, 150, 0.5, seed=3)
+    conv, brain = echo_conversation(wake_runner, box.send)
+
+    async def stall() -> None:
+        while box.start is None or box.mic - box.start < 2 * MIC:
+            await asyncio.sleep(0.02)
+        time.sleep(3)  # blocks the event loop: nothing is received or sent meanwhile
+
+    try:
+        await conv.on_text("tell me a story")
+        stalled = asyncio.create_task(stall())
+        await stream_echo(conv, box, dev, seconds=25)
+        await stalled
+        await dev.until(final, timeout=5)
+        assert box.aborted_at is None and not any(isinstance(m, VadEvent) for m in dev.sent)
+        assert [m.reason for m in dev.of(AudioStop)] == [StopReason.END] * len(STORY)
     finally:
         await conv.close()
 
