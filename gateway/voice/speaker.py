@@ -9,9 +9,13 @@ starts with the first clause's audio and the others follow in the same stream, j
 gap. Its later sentences are synthesized in pieces too (`later_pieces`: at most MAX_WORDS words a
 call, cut at the clauses, else between phrases), joined the same way into the sentence's one
 stream: a TTS worker's call cannot be taken back, so no call may hold a worker for a whole long
-sentence (a 36-word one ~0.6-1.3 s) while another box's first piece waits for it. Each piece asks
-the TTS by its own deadline: the reply's first audio now, later audio when what is queued ahead of
-it will have played, so other boxes' first pieces go first, within one short call.
+sentence (a 36-word one 1.4 s at load ~4, its 12-word pieces 0.7 s) while another box's first
+piece waits for it. Each piece asks the TTS by its own deadline: the reply's first audio now,
+later audio when what is queued ahead of it will have played, so other boxes' first pieces go
+first, within one short call. The extra calls cost CPU (piper ends each piece as a sentence,
+its last word drawn out and ~0.3 s of silence synthesized and trimmed): +16% of piper's CPU on
+four sentences of 22 s of speech whose 36- and 32-word ones became 3 and 4 calls; a sentence of
+at most MAX_WORDS words is one call as before.
 `prepare` starts the synthesis of a reply's first piece before the reply is spoken (the brain's
 first sentence on the speculative transcript, during the endpoint's trailing silence): the reply
 that then begins with that piece takes its audio instead of synthesizing it again, so its first
