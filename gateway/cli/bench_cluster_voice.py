@@ -46,7 +46,8 @@ from typing import Any
 import numpy as np
 
 from gateway.audio.pcm import int16_to_float, resample
-from gateway.cli.bench_capacity import QUESTIONS, RATE, SEED, Box, conversation_plans, percentile
+from gateway.cli.bench_capacity import QUESTIONS, SEED, conversation_plans, percentile
+from gateway.cli.capacity_box import RATE, Box
 from gateway.cli.cgroup_quota import (CgroupUnavailable, CpuController, CpuGroup, cpu_controller, process_cpu_s,
                                       process_waiting_s)
 from gateway.cli.cluster_rig import ClusterRig

@@ -16,7 +16,7 @@ import pytest
 from firmware_protocol import AudioChunk, AudioFormat, AudioStart, AudioStop, Capability, Message, ReplyText, Visemes
 from gateway.audio.pcm import s16le_to_float
 from gateway.brain.contract import Sentence
-from gateway.cli.bench_capacity import wer
+from gateway.cli.capacity_box import word_errors
 from gateway.engines.base import SynthChunk, TtsEngine
 from gateway.engines.fake import FakeAsr, FakeVad
 from gateway.engines.runner import EngineRunner
@@ -74,7 +74,7 @@ async def test_a_long_later_sentence_is_synthesized_in_several_calls_and_plays_a
     chunks = [m for m in mine if isinstance(m, AudioChunk)]
     assert [c.seq for c in chunks] == list(range(len(chunks)))
     pcm = s16le_to_float(b"".join(c.data for c in chunks))
-    errors, words = wer(LATER, transcribe(pcm, RATE))
+    errors, words = word_errors(LATER, transcribe(pcm, RATE))
     assert errors / words <= 0.15  # every piece is heard, in order
     # the cuts keep a short pause (CLAUSE_PAUSE_MS 120 ms at a comma, WORD_PAUSE_MS 30 between
     # words): no silence longer than the whole sentence's own pauses between its words (< 200 ms);

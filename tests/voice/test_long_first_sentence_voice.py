@@ -14,7 +14,7 @@ import pytest
 from firmware_protocol import AudioChunk, AudioFormat, AudioStart, Capability, Message, Visemes
 from gateway.audio.pcm import s16le_to_float
 from gateway.brain.contract import Sentence
-from gateway.cli.bench_capacity import wer
+from gateway.cli.capacity_box import word_errors
 from gateway.expression.device import DeviceExpression
 from gateway.expression.sentence import Expression
 from gateway.voice.pieces import synthesis_pieces
@@ -66,7 +66,7 @@ async def test_a_long_first_sentence_says_every_word_in_one_stream_with_visemes_
     assert [type(m) for m in sent].count(AudioStart) == 1  # one stream
     pcm = s16le_to_float(b"".join(m.data for m in sent if isinstance(m, AudioChunk)))
     heard = transcribe(pcm, RATE)
-    errors, words = wer(LONG, re.sub(r"\ba\.? ?m\b\.?", "AM", heard, flags=re.IGNORECASE))  # "a.m." is AM
+    errors, words = word_errors(LONG, re.sub(r"\ba\.? ?m\b\.?", "AM", heard, flags=re.IGNORECASE))  # "a.m." is AM
     assert errors / words <= 0.15, heard  # every piece is heard, in order
     # piper ends each piece as a sentence: ~290 ms of silence at the longest cut if left as it is (the
     # whole sentence in one piece pauses up to ~370 ms at a comma); the cuts keep a short pause (~110 ms)
