@@ -123,8 +123,11 @@ async def _send_reading(gateway, token: str, seq: int) -> None:
 
 
 def _nodes(dsn: str) -> list[str]:
+    """The readings' memory nodes (`kind:event`), not the daily reflection's insight on them, which
+    inherits their tags: after `memory.reflection_time` (23:00) a gateway taking over the job writes it."""
     with psycopg.connect(dsn) as conn:
-        return [r[0] for r in conn.execute("SELECT content FROM nodes WHERE tags LIKE '%%reading:%%' ORDER BY id")]
+        return [r[0] for r in conn.execute(
+            "SELECT content FROM nodes WHERE tags LIKE '%%reading:%%' AND tags LIKE '%%kind:event%%' ORDER BY id")]
 
 
 async def _until(check, timeout: float = 30) -> None:
