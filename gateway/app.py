@@ -141,7 +141,8 @@ class Gateway:
             auth=self.auth,
             readings=self.readings,
             expression=ExpressionService.from_config(self.cfg, self.bus),
-            leases=self.cluster,  # cluster mode: WebSocket and CoAP sessions hold their device's lease
+            # cluster mode: WebSocket and CoAP sessions hold their device's lease
+            leases=self.cluster.roaming if self.cluster is not None else None,
         )
 
     async def _handle(self, conn: DeviceConnection) -> None:

@@ -1,13 +1,14 @@
-"""One gateway's part in the cluster: membership, device ownership and the device leases.
+"""One gateway's part in the cluster: device ownership and the device leases.
 
 The MQTT link (gateway/links/mqtt_cluster.py) feeds the node what it hears on the broker (member
 records, device status, directory records) and gives it a `ClusterPort` (gateway/cluster/port.py)
 to publish, subscribe and open or end device sessions. The node decides:
 
-- the live members (gateway/cluster/members.py) and, by rendezvous hashing over them, the online
-  devices this gateway owns: it subscribes `P/D/up` only for those (every gateway hears
+- the live members (this member's record and the others': gateway/cluster/membership.py) and, by
+  rendezvous hashing over them, the online devices this gateway owns: it subscribes `P/D/up` only for those (every gateway hears
   `P/+/status`, a few bytes per device, not the cluster's audio);
-- for each owned device, the lease (gateway/cluster/leases.py), claimed again every
+- for each owned device, the lease (gateway/cluster/leases.py; the ones held:
+  gateway/cluster/held.py), claimed again every
   `CLAIM_RETRY_S` while another gateway's lease has not run out; once it holds it, the link opens
   the device's session and asks the device for a Hello (Error `hello-required`, to which devices
   say Hello and resend what was not answered: PROTOCOL.md "MQTT");
@@ -17,16 +18,10 @@ to publish, subscribe and open or end device sessions. The node decides:
 - a device that moved to another member, or went offline, is unsubscribed, its session ended and
   its lease released; `leave` (a clean stop) deletes the member record and releases every lease.
 
-WebSocket and CoAP devices are not placed: a load balancer or DNS in front of the members picks
-one, and the device's session there `take`s its lease at its Hello, from whichever member held it
-(the box reconnected through this one; docs/SCALE-OUT.md "WebSocket, CoAP and serial devices").
-The node renews it with the others (also while off the broker: those devices do not reach it there)
-until the session `drop`s it; when another member takes it, the session's `on_lost` ends it:
-as soon as that member's directory record arrives (one broker hop), or at the failed renewal.
-Their directory record says whether the session lives (gateway/cluster/directory.py; this
-member's own records: gateway/cluster/own_records.py): `session` true at the take, false when it
-ends here while this member still holds the lease (never over a newer holder's record); a holder
-hearing an older record of its device publishes its own again.
+WebSocket and CoAP devices are not placed: their sessions `take` their leases at their Hello
+(`roaming`, gateway/cluster/roaming_leases.py); the node renews those with the others (also while
+off the broker: those devices do not reach it there). The directory records (gateway/cluster/
+directory.py; this member's own: gateway/cluster/own_records.py) say who serves each device.
 
 `share_events` publishes this member's turn events for the other members' screens and puts
 theirs on this gateway's bus (gateway/cluster/events.py).
@@ -42,11 +37,13 @@ from collections.abc import Callable
 from gateway.bus import EventBus
 from gateway.cluster.directory import DeviceDirectory, DeviceEntry, Served
 from gateway.cluster.events import SHARED_EVENTS, ClusterEvents
+from gateway.cluster.held import HeldLeases
 from gateway.cluster.leases import LeaseStoreDown, PgLeases
-from gateway.cluster.members import MemberList, MemberRecord
+from gateway.cluster.membership import Membership
 from gateway.cluster.own_records import OwnRecords
-from gateway.cluster.port import ClusterPort, Lease, SessionLost
+from gateway.cluster.port import ClusterPort
 from gateway.cluster.rendezvous import owner
+from gateway.cluster.roaming_leases import RoamingLeases
 
 log = logging.getLogger(__name__)
 
@@ -63,33 +60,33 @@ class ClusterNode:
         self.client_id = client_id or me  # the MQTT client id of this member's link
         self.prefix = prefix
         self.leases = leases
-        self.heartbeat_s = heartbeat_s
-        self.member_timeout_s = member_timeout_s
         self.ttl_s = lease_ttl_s
-        self.margin_s = min(0.5, lease_ttl_s / 6)  # downlinks in flight when a lease runs out
-        self.members = MemberList(me, member_timeout_s, clock)
+        self.membership = Membership(me, prefix, heartbeat_s=heartbeat_s, timeout_s=member_timeout_s,
+                                     capacity=capacity, clock=clock)
         self.directory = DeviceDirectory()
         self.events = ClusterEvents(me, prefix)
         self._bus: EventBus | None = None  # where the other members' turn events go (share_events)
-        self._no_expiry: set[str] = set()  # members whose record came without a message expiry (warned)
-        self.record = MemberRecord(me, time.time(), capacity)
         self._clock = clock
         self.owned: set[str] = set()  # online devices this gateway owns by the member list (subscribed)
-        self.held: dict[str, Lease] = {}
-        self.sessions: dict[str, SessionLost] = {}  # held devices whose lease a session took (`take`)
+        self.held = HeldLeases(lease_ttl_s, clock)
         self.own_records = OwnRecords(me, self.directory, self._publish_record)  # this member's directory records
+        # the WebSocket / CoAP sessions' leases (what app.py hands those sessions)
+        self.roaming = RoamingLeases(me, leases, self.held, self.directory, self.own_records, self._release_later,
+                                     clock)
         self._tried: dict[str, float] = {}  # device -> when its lease was last claimed in vain
         self._to_release: set[str] = set()
         self._port: ClusterPort | None = None
         self._wake = asyncio.Event()
         self._outage_logged = -OUTAGE_LOG_S
         self._leaving = False  # a clean stop has begun: no more claims or renewals
-        self.takeovers = 0  # leases taken (each one a device served from then on)
+        self._claimed = 0  # leases claimed for MQTT devices
+
+    @property
+    def takeovers(self) -> int:
+        """Leases taken (each one a device served from then on)."""
+        return self._claimed + self.roaming.takeovers
 
     # -- topics ---------------------------------------------------------------------------------
-
-    def member_topic(self, member: str) -> str:
-        return f"{self.prefix}/$cluster/members/{member}"
 
     def up_topic(self, device_id: str) -> str:
         return f"{self.prefix}/{device_id}/up"
@@ -97,7 +94,7 @@ class ClusterNode:
     @property
     def will_topic(self) -> str:
         """The Last Will (an empty retained message) deletes this gateway's member record."""
-        return self.member_topic(self.me)
+        return self.membership.topic(self.me)
 
     def owns_topic(self, topic: str) -> bool:
         return topic.startswith(f"{self.prefix}/$cluster/")
@@ -126,18 +123,11 @@ class ClusterNode:
             return
         kind, name = parts[2], parts[3]
         if kind == "members":
-            if payload and expiry_s is None and name != self.me and name not in self._no_expiry:
-                self._no_expiry.add(name)  # every member publishes its record with one
-                log.warning("cluster %s: the member record of %s came without its MQTT 5 message expiry: the "
-                            "broker or a bridge on the way speaks MQTT 3.1.1 (mosquitto bridges: "
-                            "bridge_protocol_version mqttv50); the lease tags of its downlinks do not reach the "
-                            "devices either (docs/SCALE-OUT.md \"Across a bridge\")", self.me, name)
-            if (change := self.members.heard(name, payload)) is not None:
-                log.info("cluster %s: member %s %s (members: %s)", self.me, name, change, ", ".join(self.members.live()))
+            if self.membership.heard(name, payload, expiry_s):
                 self._recompute()
         elif kind == "devices":
             self.directory.heard(name, payload)
-            self._taken_elsewhere(name)
+            self.roaming.taken_elsewhere(name)
             held = self.held.get(name)
             self.own_records.answer_older(name, held.epoch if held is not None else None)
         elif kind == "events" and self._bus is not None:
@@ -151,52 +141,16 @@ class ClusterNode:
 
     def lease(self, device_id: str) -> int | None:
         """The epoch of this gateway's lease on the device, while it is surely valid; else None."""
-        lease = self.held.get(device_id)
-        if lease is None or lease.valid_until <= self._clock():
-            return None
-        return lease.epoch
-
-    async def take(self, device_id: str, on_lost: SessionLost) -> int | None:
-        """A WebSocket or CoAP session's Hello: the device's lease is this gateway's from now on, taken
-        over from the member holding it, if any (the device chose this one). Its epoch, renewed until
-        `drop`; `on_lost(why)` is called (once) if it goes first. None: not taken (PostgreSQL did not
-        answer, logged; or this member is leaving)."""
-        if self._leaving:
-            return None
-        started = self._clock()
-        try:
-            epoch, previous = (await self.leases.take([device_id]))[device_id]
-        except LeaseStoreDown as exc:
-            log.warning("cluster %s: could not take the lease on %s for its session (PostgreSQL: %s)",
-                        self.me, device_id, exc)
-            return None
-        if self._leaving:  # leave() releases every lease of this member
-            return None
-        self.held[device_id] = Lease(epoch, started + self.ttl_s - self.margin_s)
-        self.sessions[device_id] = on_lost  # a session it replaces on this member holds an older epoch
-        self.takeovers += 1
-        log.info("cluster %s: took the lease on %s (epoch %d) for its session here%s", self.me, device_id, epoch,
-                 f", from {previous}, which held it" if previous else "")
-        self.own_records.publish(Served(self.me, epoch, time.time(), session=True), device_id)  # the member
-        return epoch  # that held it stops at once
-
-    def drop(self, device_id: str, epoch: int) -> None:
-        """The session that took the lease `epoch` has ended: released, unless a newer one holds it."""
-        lease = self.held.get(device_id)
-        if device_id in self.sessions and lease is not None and lease.epoch == epoch:
-            del self.held[device_id], self.sessions[device_id]
-            self.own_records.session_ended(device_id, epoch)
-            self._to_release.add(device_id)
-            self._wake.set()
+        return self.held.epoch(device_id)
 
     def devices(self) -> list[DeviceEntry]:
         """Every device the cluster knows and which live member serves it."""
-        return self.directory.entries(self.members.live())
+        return self.directory.entries(self.membership.live())
 
     # -- decisions --------------------------------------------------------------------------------
 
     def _recompute(self) -> None:
-        live = self.members.live()
+        live = self.membership.live()
         owned = {d for d in self.directory.online() if owner(d, live) == self.me}
         for device_id in sorted(owned - self.owned):
             if self._port is not None:
@@ -213,30 +167,20 @@ class ClusterNode:
         self._wake.set()
 
     def _hand_over(self, device_id: str, reason: str) -> None:
-        if (on_lost := self.sessions.pop(device_id, None)) is not None:
-            on_lost(reason)  # a WebSocket / CoAP session
-        elif self._port is not None:
-            self._port.hand_over(device_id, reason)
+        if not self.roaming.lost(device_id, reason) and self._port is not None:  # not a WebSocket / CoAP
+            self._port.hand_over(device_id, reason)  # session's: an MQTT device's
 
-    def _taken_elsewhere(self, device_id: str) -> None:
-        """A session's device whose directory record names another member under a newer epoch: that
-        member took the lease since (epochs only grow): this session stops now, not at the renewal."""
-        served, lease = self.directory.served(device_id), self.held.get(device_id)
-        if (device_id in self.sessions and lease is not None and served is not None and served.gateway != self.me
-                and served.epoch > lease.epoch):
-            del self.held[device_id]
-            log.warning("cluster %s: %s took the lease on %s (epoch %d): its session here ends", self.me,
-                        served.gateway, device_id, served.epoch)
-            self._hand_over(device_id, f"gateway {served.gateway} took its lease (epoch {served.epoch})")
+    def _release_later(self, device_id: str) -> None:
+        self._to_release.add(device_id)
+        self._wake.set()
 
     def _publish_record(self, device_id: str, record: bytes) -> None:
         if self._port is not None:
             self._port.publish(f"{self.prefix}/$cluster/devices/{device_id}", record, retain=True)
 
     def _heartbeat(self) -> None:
-        if self._port is not None:  # MQTT 5 message expiry: a dead member's record does not outlive it
-            self._port.publish(self.member_topic(self.me), self.record.encode(), retain=True,
-                               expiry_s=max(1, round(self.member_timeout_s)))
+        if self._port is not None:
+            self.membership.beat(self._port)
 
     def _store_down(self, exc: LeaseStoreDown) -> None:
         now = self._clock()
@@ -253,10 +197,8 @@ class ClusterNode:
             now = self._clock()
             if connected.is_set() and now >= next_beat:
                 self._heartbeat()
-                next_beat = now + self.heartbeat_s
-            for member in self.members.expire():
-                log.info("cluster %s: member %s gone: no heartbeat for %.0f s (members: %s)", self.me, member,
-                         self.member_timeout_s, ", ".join(self.members.live()))
+                next_beat = now + self.membership.heartbeat_s
+            for _gone in self.membership.expired():
                 self._recompute()
             for device_id, lease in list(self.held.items()):
                 if lease.valid_until <= now:
@@ -266,9 +208,10 @@ class ClusterNode:
                     self._hand_over(device_id, "its lease was not renewed in time")
             try:
                 await self._release()
-                if not self._leaving and now >= next_renew and (connected.is_set() or self.sessions):
+                sessions = self.roaming.sessions
+                if not self._leaving and now >= next_renew and (connected.is_set() or sessions):
                     next_renew = now + self.ttl_s / 3  # off the broker: only the sessions' leases
-                    await self._renew(sorted(self.held) if connected.is_set() else sorted(self.sessions))
+                    await self._renew(sorted(self.held) if connected.is_set() else sorted(sessions))
                 if connected.is_set() and not self._leaving:
                     await self._claim()
             except LeaseStoreDown as exc:
@@ -293,7 +236,7 @@ class ClusterNode:
             if (lease := self.held.get(device_id)) is None:
                 continue  # ended while the renewal ran
             if renewed.get(device_id) == lease.epoch:
-                lease.valid_until = started + self.ttl_s - self.margin_s
+                lease.valid_until = self.held.deadline(started)
             elif self.held.get(device_id) is lease and device_id not in renewed:
                 del self.held[device_id]
                 log.warning("cluster %s: lost the lease on %s: its session ends", self.me, device_id)
@@ -319,8 +262,8 @@ class ClusterNode:
                 self._to_release.add(device_id)
                 continue
             self._tried.pop(device_id, None)
-            self.held[device_id] = Lease(epoch, started + self.ttl_s - self.margin_s)
-            self.takeovers += 1
+            self.held.grant(device_id, epoch, started)
+            self._claimed += 1
             log.info("cluster %s: took the lease on %s (epoch %d)", self.me, device_id, epoch)
             if self._port is not None:
                 self.own_records.publish(Served(self.me, epoch, time.time()), device_id)
@@ -342,10 +285,11 @@ class ClusterNode:
     async def leave(self) -> None:
         """A clean stop: the member record deleted and every lease released at once."""
         self._leaving = True  # the timer (still running meanwhile) claims nothing more
+        self.roaming.leave()  # takes nothing more; its sessions find no lease for their next downlink
         if self._port is not None:
-            self._port.publish(self.member_topic(self.me), b"", retain=True)
-        held, self.held = sorted(self.held), {}
-        self.sessions.clear()  # their sessions find no lease for their next downlink
+            self.membership.leave(self._port)
+        held = sorted(self.held)
+        self.held.clear()
         try:  # every lease of this member, including one a claim in flight has just taken
             await self.leases.release_all()
         except LeaseStoreDown as exc:

@@ -1,14 +1,14 @@
-"""What the cluster node needs of the MQTT link, and the lease it holds on a device.
+"""What the cluster node needs of the MQTT link, and what a roaming session gives it.
 
 The MQTT link (gateway/links/mqtt_cluster.py) gives the node (gateway/cluster/node.py) a
 `ClusterPort` to publish, subscribe and open or end device sessions; a WebSocket / CoAP session
-that `take`s its device's lease gives it a `SessionLost` callback.
+that `take`s its device's lease (gateway/cluster/roaming_leases.py) gives it a
+`SessionLost` callback.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol
 
 
@@ -29,12 +29,6 @@ class ClusterPort(Protocol):
     def hand_over(self, device_id: str, reason: str) -> None:
         """The lease is gone: end the device's session without another word to it."""
         ...
-
-
-@dataclass
-class Lease:
-    epoch: int
-    valid_until: float  # monotonic: renewed before this or silent from then on
 
 
 SessionLost = Callable[[str], None]  # a WebSocket / CoAP session's: its lease is gone (why)

@@ -36,10 +36,10 @@ async def test_a_session_is_online_while_it_lives_and_offline_when_it_ends_on_it
     b, _, _ = member("gw-b", rows, clock)
     for n in (a, b):
         live(n, "gw-a", "gw-b")
-    epoch = await a.take("ws-box", lambda why: None)
+    epoch = await a.roaming.take("ws-box", lambda why: None)
     heard_everywhere(directory_record(a_port, "ws-box"), a, b)
     assert entry(b) == entry(b) | {"online": True, "gateway": "gw-a", "epoch": epoch}
-    a.drop("ws-box", epoch)  # the box closed its connection
+    a.roaming.drop("ws-box", epoch)  # the box closed its connection
     assert json.loads(directory_record(a_port, "ws-box")) == json.loads(directory_record(a_port, "ws-box")) | {
         "gateway": "gw-a", "epoch": epoch, "session": False}
     heard_everywhere(directory_record(a_port, "ws-box"), a, b)
@@ -53,11 +53,11 @@ async def test_a_session_ended_by_the_new_holders_record_leaves_that_record_alon
     a, _, a_port = member("gw-a", rows, clock)
     b, _, b_port = member("gw-b", rows, clock)
     lost: list[str] = []
-    first = await a.take("ws-box", lost.append)
-    second = await b.take("ws-box", lambda why: None)
+    first = await a.roaming.take("ws-box", lost.append)
+    second = await b.roaming.take("ws-box", lambda why: None)
     published = len(a_port.published)
     heard_everywhere(directory_record(b_port, "ws-box"), a, b)
-    a.drop("ws-box", first)  # the ended session's own end, after its lease went
+    a.roaming.drop("ws-box", first)  # the ended session's own end, after its lease went
     assert lost and len(a_port.published) == published  # not a record more from a
     assert json.loads(directory_record(b_port, "ws-box")) | {"session": True} == json.loads(
         directory_record(b_port, "ws-box")) and json.loads(directory_record(b_port, "ws-box"))["epoch"] == second
@@ -71,9 +71,9 @@ async def test_a_late_ended_record_of_the_old_member_is_answered_by_the_holder_w
     b, _, b_port = member("gw-b", rows, clock)
     for n in (a, b):
         live(n, "gw-a", "gw-b")
-    first = await a.take("ws-box", lambda why: None)
-    await b.take("ws-box", lambda why: None)
-    a.drop("ws-box", first)  # A has not heard B's record yet
+    first = await a.roaming.take("ws-box", lambda why: None)
+    await b.roaming.take("ws-box", lambda why: None)
+    a.roaming.drop("ws-box", first)  # A has not heard B's record yet
     late = directory_record(a_port, "ws-box")
     assert json.loads(late)["session"] is False
     heard_everywhere(directory_record(b_port, "ws-box"), a, b)
@@ -92,7 +92,7 @@ async def test_a_sessions_lease_not_renewed_in_time_says_it_ended():
 
     clock, rows = Clock(), {}
     a, leases, a_port = member("gw-a", rows, clock)
-    epoch = await a.take("ws-box", lambda why: None)
+    epoch = await a.roaming.take("ws-box", lambda why: None)
     heard_everywhere(directory_record(a_port, "ws-box"), a)
     leases.down = True  # PostgreSQL gone: the renewals fail
     timer = await Timer.started(a)

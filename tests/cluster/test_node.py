@@ -178,4 +178,4 @@ async def test_a_member_record_without_its_message_expiry_is_named_once_and_stil
     a.on_message("gw/$cluster/members/gw-c", MemberRecord("gw-c", 1.0, 64).encode())
     assert caplog.text.count("the member record of gw-c came without its MQTT 5 message expiry") == 1
     assert "bridge_protocol_version mqttv50" in caplog.text
-    assert a.members.live() == ("gw-a", "gw-b", "gw-c")  # the heartbeat timeout still drops it when it dies
+    assert a.membership.live() == ("gw-a", "gw-b", "gw-c")  # the heartbeat timeout still drops it when it dies

@@ -74,8 +74,8 @@ async def test_a_hello_on_another_member_takes_the_lease_and_the_old_one_stops_a
     a, _, _ = member("gw-a", rows, clock)
     b, _, b_port = member("gw-b", rows, clock)
     lost_a: list[str] = []
-    assert await a.take("ws-box", lost_a.append) == 1 and a.lease("ws-box") == 1
-    assert await b.take("ws-box", lambda why: None) == 2  # a's lease still ran: taken over at once
+    assert await a.roaming.take("ws-box", lost_a.append) == 1 and a.lease("ws-box") == 1
+    assert await b.roaming.take("ws-box", lambda why: None) == 2  # a's lease still ran: taken over at once
     assert b.lease("ws-box") == 2 and rows["ws-box"][:2] == ("gw-b", 2)
     assert json.loads(directory_record(b_port, "ws-box"))["gateway"] == "gw-b"
     assert a.lease("ws-box") == 1 and lost_a == []  # a has heard nothing yet (no broker here)
@@ -83,7 +83,7 @@ async def test_a_hello_on_another_member_takes_the_lease_and_the_old_one_stops_a
     await timer.step(clock, 2.1)  # a's renewal, ttl / 3 later: the table says gw-b
     await timer.stop()
     assert lost_a == ["its lease was lost"] and a.lease("ws-box") is None
-    assert a.sessions == {} and rows["ws-box"][:2] == ("gw-b", 2)  # a released nothing of b's
+    assert a.roaming.sessions == {} and rows["ws-box"][:2] == ("gw-b", 2)  # a released nothing of b's
 
 
 async def test_the_new_holders_directory_record_stops_the_old_session_before_any_renewal():
@@ -91,11 +91,11 @@ async def test_the_new_holders_directory_record_stops_the_old_session_before_any
     a, _, _ = member("gw-a", rows, clock)
     b, _, b_port = member("gw-b", rows, clock)
     lost_a: list[str] = []
-    await a.take("ws-box", lost_a.append)
+    await a.roaming.take("ws-box", lost_a.append)
     a.on_message("gw/$cluster/devices/ws-box", Served("gw-x", 1, 1.0).encode())  # not newer: an old record
     a.on_message("gw/$cluster/devices/ws-box", Served("gw-a", 5, 1.0).encode())  # its own
     assert lost_a == [] and a.lease("ws-box") == 1
-    await b.take("ws-box", lambda why: None)
+    await b.roaming.take("ws-box", lambda why: None)
     a.on_message("gw/$cluster/devices/ws-box", directory_record(b_port, "ws-box"))  # one broker hop
     assert lost_a == ["gateway gw-b took its lease (epoch 2)"] and a.lease("ws-box") is None
 
@@ -103,13 +103,13 @@ async def test_the_new_holders_directory_record_stops_the_old_session_before_any
 async def test_an_ended_session_releases_its_lease_but_never_a_newer_sessions():
     clock, rows = Clock(), {}
     a, _, _ = member("gw-a", rows, clock)
-    first = await a.take("ws-box", lambda why: None)
-    second = await a.take("ws-box", lambda why: None)  # the box reconnected to the same member
+    first = await a.roaming.take("ws-box", lambda why: None)
+    second = await a.roaming.take("ws-box", lambda why: None)  # the box reconnected to the same member
     assert (first, second) == (1, 2) and a.lease("ws-box") == 2
-    a.drop("ws-box", first)  # the replaced session ends
+    a.roaming.drop("ws-box", first)  # the replaced session ends
     await tick(a)
     assert a.lease("ws-box") == 2 and rows["ws-box"][2] > clock.now
-    a.drop("ws-box", second)
+    a.roaming.drop("ws-box", second)
     await tick(a)
     assert a.lease("ws-box") is None and rows["ws-box"][2] == float("-inf")  # free for any member at once
 
@@ -120,7 +120,7 @@ async def test_off_the_broker_the_sessions_leases_are_renewed_and_the_mqtt_devic
     a.on_status("mqtt-box", True)
     await tick(a)
     assert a.lease("mqtt-box") == 1
-    await a.take("ws-box", lambda why: None)
+    await a.roaming.take("ws-box", lambda why: None)
     timer = await Timer.started(a, connected=False)
     for _ in range(8):  # 8 s off the broker, a renewal every 2 s
         await timer.step(clock, 1.0)
@@ -133,15 +133,15 @@ async def test_a_take_while_postgresql_is_down_is_refused_and_logged(caplog):
     clock = Clock()
     a, leases, _ = member("gw-a", {}, clock)
     leases.down = True
-    assert await a.take("ws-box", lambda why: None) is None
-    assert a.lease("ws-box") is None and a.sessions == {}
+    assert await a.roaming.take("ws-box", lambda why: None) is None
+    assert a.lease("ws-box") is None and a.roaming.sessions == {}
     assert "could not take the lease on ws-box for its session (PostgreSQL: connection refused)" in caplog.text
 
 
 async def test_a_clean_leave_releases_the_sessions_leases_too():
     clock, rows = Clock(), {}
     a, _, _ = member("gw-a", rows, clock)
-    await a.take("ws-box", lambda why: None)
+    await a.roaming.take("ws-box", lambda why: None)
     await a.leave()
     assert a.lease("ws-box") is None and rows["ws-box"][2] == float("-inf")
-    assert await a.take("ws-box", lambda why: None) is None  # leaving: no new sessions' leases
+    assert await a.roaming.take("ws-box", lambda why: None) is None  # leaving: no new sessions' leases
