@@ -87,8 +87,10 @@ class Port:
         self.handed.append((device_id, reason))
 
 
-def node(me: str, rows: dict, clock: Clock) -> tuple[ClusterNode, TableLeases, Port]:
-    leases = TableLeases(me, rows, clock, 6.0)
+def node(me: str, rows: dict, clock: Clock, table: type[TableLeases] = TableLeases
+         ) -> tuple[ClusterNode, TableLeases, Port]:
+    """A member on the recording port, its leases in `table` (rows shared with the other members)."""
+    leases = table(me, rows, clock, 6.0)
     n = ClusterNode(me, "gw", leases, heartbeat_s=2, member_timeout_s=6, lease_ttl_s=6, clock=clock)
     port = Port()
     n.on_connected(port)

@@ -9,7 +9,7 @@ import json
 
 from gateway.cluster.directory import Served
 from gateway.cluster.node import ClusterNode
-from tests.cluster.test_node import Clock, Port, TableLeases
+from tests.cluster.test_node import Clock, Port, TableLeases, node
 
 
 class TakingLeases(TableLeases):
@@ -25,12 +25,8 @@ class TakingLeases(TableLeases):
         return got
 
 
-def member(me: str, rows: dict, clock: Clock) -> tuple[ClusterNode, TakingLeases, Port]:
-    leases = TakingLeases(me, rows, clock, 6.0)
-    n = ClusterNode(me, "gw", leases, heartbeat_s=2, member_timeout_s=6, lease_ttl_s=6, clock=clock)
-    port = Port()
-    n.on_connected(port)
-    return n, leases, port
+def member(me: str, rows: dict, clock: Clock) -> tuple[ClusterNode, TableLeases, Port]:
+    return node(me, rows, clock, TakingLeases)
 
 
 class Timer:
