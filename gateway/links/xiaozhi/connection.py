@@ -10,7 +10,8 @@ hello has features.mcp, called by the brain, the MCP server and Action codes). O
 `Welcome` -> hello reply, `Transcript` -> `stt`, a reply's first
 `ReplyText`/`AudioStart` -> `tts start`, `ReplyText(final=False)` -> `tts sentence_start`,
 Action/Sentiment -> one `llm {emotion}` per sentence, PCM -> Opus at the box's frame duration
-(paced so its queue never overflows), the closing `ReplyText(final=True)` -> `tts stop`.
+(paced so its queue never overflows), the closing `ReplyText(final=True)` -> `tts stop` (the
+reply's half: reply.py).
 The xiaozhi protocol has no error message: a fatal `Error` closes the channel (the WebSocket with
 a close code and the reason; MQTT+UDP with a `goodbye`), others are logged (and shown as an `alert`
 when the reply failed). What carries the messages is a `BoxChannel` (channel.py): the WebSocket
@@ -22,7 +23,6 @@ mode its session holds the device's lease and ends with close code 4409 when ano
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -56,9 +56,9 @@ from gateway.links.xiaozhi.channel import BoxChannel
 from gateway.links.xiaozhi.framing import ALERT_CODES, CLOSE_CODES
 from gateway.links.xiaozhi.box_mcp import BoxMcp
 from gateway.links.xiaozhi.box_tools import BoxTools, ToolServices
-from gateway.links.xiaozhi.emotions import EMOJI, EmotionTable
+from gateway.links.xiaozhi.emotions import EmotionTable
 from gateway.links.xiaozhi.identity import device_id_of
-from gateway.links.xiaozhi.playback import BoxPlayback
+from gateway.links.xiaozhi.reply import BoxReply
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +82,6 @@ class XiaozhiConnection:
         self.client_id = channel.client_id
         self.peer = channel.peer
         self._set = settings
-        self._emotions = emotions
-        self._clock = clock
         self._token = channel.token
         self._user_agent = channel.user_agent
         self._pending: ProtocolError | None = channel.opening_error()
@@ -94,14 +92,8 @@ class XiaozhiConnection:
         self._session = ""
         self._decoder: OpusDecoder | None = None
         self._mic_rate = 16000  # the box's microphone rate (its hello's audio_params)
-        self._encoder: OpusEncoder | None = None
-        self._box = BoxPlayback(settings.max_ahead_ms)
+        self._reply = BoxReply(channel, settings.frame_ms, settings.max_ahead_ms, emotions, clock)
         self._seq = 0
-        self._speaking = False
-        self._action: str | None = None
-        self._sentiment: float | None = None
-        self._emotion: str | None = None
-        self._sent_ms = 0
         self._closed = False
         self._tool_services = tools
         self._box_tools: BoxTools | None = None  # when the hello says features.mcp
@@ -173,7 +165,7 @@ class XiaozhiConnection:
             raise ProtocolError("auth-failed", f"Device-Id header {self.mac!r} is not a MAC address: the box cannot be identified")
         try:
             self._decoder = OpusDecoder(rate, meter=self._opus_meter)
-            self._encoder = OpusEncoder(self._set.sample_rate, self._set.frame_ms, meter=self._opus_meter)
+            self._reply.encoder = OpusEncoder(self._set.sample_rate, self._set.frame_ms, meter=self._opus_meter)
         except OpusUnavailable as exc:
             log.error("%s: %s", self.peer, exc.text)
             raise ProtocolError("unsupported-audio-format", exc.text) from None
@@ -229,31 +221,22 @@ class XiaozhiConnection:
 
     async def _send(self, message: Message) -> None:
         if isinstance(message, AudioChunk):
-            await self._audio(message.data)
+            await self._reply.audio(message.data)
         elif isinstance(message, ReplyText):
             if not message.final:
-                await self._start_speaking()
-                await self._json(framing.tts(self._session, "sentence_start", message.text))
-            elif self._speaking:
-                await self._audio_packets(self._encoder.flush() if self._encoder else [])
-                self._speaking = False
-                await self._json(framing.tts(self._session, "stop"))
+                await self._reply.sentence(self._session, message.text)
+            else:
+                await self._reply.end(self._session)
         elif isinstance(message, AudioStart):
-            await self._start_speaking()
-            await self._send_emotion()
+            await self._reply.audio_start(self._session)
         elif isinstance(message, AudioStop):
-            if message.reason == StopReason.ABORTED:
-                if self._encoder is not None:
-                    self._encoder.drop()
-                self._box.clear()
-            elif self._encoder is not None:
-                await self._audio_packets(self._encoder.flush())
+            await self._reply.audio_stop(message.reason == StopReason.ABORTED)
         elif isinstance(message, Action):
-            self._action = message.code
+            self._reply.action(message.code)
             if self._box_tools is not None:  # the box's tool for this code, before the sentence's audio
                 await self._box_tools.on_action(message.code)
         elif isinstance(message, Sentiment):
-            self._sentiment = message.tenths / 10
+            self._reply.sentiment(message.tenths)
         elif isinstance(message, Transcript):
             if message.text:
                 await self._json(framing.stt(self._session, message.text))
@@ -269,34 +252,6 @@ class XiaozhiConnection:
             if message.state == ListenState.WOKEN:  # the box shows it as what was heard
                 await self._json(framing.stt(self._session, message.word.replace("_", " ")))
         # VadEvent, Pong, ReadingAck and the expression packets it did not ask for: nothing to say.
-
-    async def _start_speaking(self) -> None:
-        if not self._speaking:
-            self._speaking = True
-            self._emotion = None
-            await self._json(framing.tts(self._session, "start"))
-
-    async def _send_emotion(self) -> None:
-        emotion = self._emotions.pick(self._action, self._sentiment)
-        self._action = self._sentiment = None
-        if emotion is not None and emotion != self._emotion:
-            self._emotion = emotion
-            await self._json(framing.llm(self._session, emotion, EMOJI[emotion]))
-
-    async def _audio(self, pcm: bytes) -> None:
-        if self._encoder is None:
-            return
-        await self._audio_packets(self._encoder.encode(pcm))
-
-    async def _audio_packets(self, packets: list[bytes]) -> None:
-        frame_ms = self._set.frame_ms
-        for packet in packets:
-            wait = self._box.wait_before(frame_ms, self._clock())
-            if wait > 0:
-                await asyncio.sleep(wait)
-            await self._channel.send_audio(packet, self._sent_ms)
-            self._box.sent(frame_ms, self._clock())
-            self._sent_ms += frame_ms
 
     async def _error(self, error: Error) -> None:
         code = CLOSE_CODES.get(error.code)
