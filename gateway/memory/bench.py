@@ -75,7 +75,7 @@ def _pct(values: list[float], p: float) -> float:
 
 
 def _bulk_fill(memory: MemoryService, vectors: np.ndarray, start: int) -> None:
-    store = memory._writer  # the benchmark fills through the writer's connection, in one transaction
+    store = memory.threads.writer  # the benchmark fills through the writer's connection, in one transaction
     conn = store.conn
     with conn:
         for k, v in enumerate(vectors, start):
@@ -87,7 +87,7 @@ def _bulk_fill(memory: MemoryService, vectors: np.ndarray, start: int) -> None:
 
 
 def _all_vectors(memory: MemoryService) -> tuple[np.ndarray, np.ndarray]:
-    rows = memory._reader.conn.execute("SELECT id, embedding FROM nodes WHERE user_id = ?", (USER,)).fetchall()
+    rows = memory.threads.reader.conn.execute("SELECT id, embedding FROM nodes WHERE user_id = ?", (USER,)).fetchall()
     return np.array([r[0] for r in rows]), np.stack([np.frombuffer(r[1], np.float32) for r in rows])
 
 
@@ -133,7 +133,7 @@ async def bench(embedder: Any, sizes: tuple[int, ...], writes: int, db_dir: Path
             batch = 256
             for i in range(filled, size, batch):
                 vecs = await memory.embed(sentences[i:min(i + batch, size)])
-                await asyncio.get_running_loop().run_in_executor(memory._write_pool, _bulk_fill, memory, vecs, i)
+                await asyncio.get_running_loop().run_in_executor(memory.threads.write_pool, _bulk_fill, memory, vecs, i)
             out(f"embedded and stored {size - filled} sentences in {time.perf_counter() - t:.1f} s")
             filled = size
             for k in candidates:

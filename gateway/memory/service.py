@@ -1,21 +1,18 @@
 """MemoryService: the one API over the memory stream (conversation, readings, CLI, MCP).
 
-Threads, each created once: the embedder runs on its own thread, every write goes through one
-writer thread (its own connection), reads run on a reader thread (its own connection; WAL lets
-it read while the writer writes). Importance and embeddings are computed before the write
-transaction, so the transaction itself is short and all-or-nothing.
+Its blocking work runs on the memory's threads (gateway/memory/threads.py: the embedder's, one
+writer, one reader). Importance and embeddings are computed before the write transaction, so the
+transaction itself is short and all-or-nothing.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -30,20 +27,10 @@ from gateway.memory.node_store import NodeStore
 from gateway.memory.nodes import Node, NodeDraft
 from gateway.memory.store import MemoryStore
 from gateway.memory.tags import DISABLED, NODE_TYPES, normalize_tags, schema
+from gateway.memory.threads import Embedder, MemoryThreads
 
 log = logging.getLogger(__name__)
 KNN_CANDIDATES = 200  # candidates from the binary codes, rescored exactly (see gateway bench-memory)
-
-
-class Embedder(Protocol):
-    """What the service needs of its embedding model (gateway/engines/minilm_embed.py)."""
-
-    name: str
-    dims: int
-    cosine_floor: float  # where the cosines of unrelated texts sit: relevance is rescaled from there
-
-    def embed(self, texts: list[str]) -> np.ndarray: ...  # passages (what is stored): (n, dims), unit length
-    def embed_query(self, texts: list[str]) -> np.ndarray: ...  # queries (e5 embeds them with "query: ")
 
 
 def _check_n(n: int, top: int = 200) -> int:
@@ -63,8 +50,7 @@ class MemoryService:
         self.path = path
         # the writer and the reader each open their own store on their thread: SQLite at `path`
         # unless the composition root passes another (storage.backend: postgres)
-        self._open_store: Callable[[], NodeStore] = open_store or (lambda: MemoryStore(path))
-        self._embedder_factory = embedder_factory
+        self.threads = MemoryThreads(open_store or (lambda: MemoryStore(path)), embedder_factory)
         self.users = users if users is not None else {}  # device id -> user, live (DevicePeople): not copied
         self.default_user = _check_user(default_user)
         self.isolate_by_user = isolate_by_user
@@ -73,12 +59,6 @@ class MemoryService:
         self.half_life_h = half_life_h
         self.clock = clock
         self._progress = progress
-        self._embed_pool = ThreadPoolExecutor(1, thread_name_prefix="memory-embed")
-        self._write_pool = ThreadPoolExecutor(1, thread_name_prefix="memory-writer")
-        self._read_pool = ThreadPoolExecutor(1, thread_name_prefix="memory-reader")
-        self._embedder: Embedder | None = None
-        self._writer: NodeStore | None = None
-        self._reader: NodeStore | None = None
         self.writes = 0
         self.knn_candidates = KNN_CANDIDATES
         self._alt_vectors: dict[str, np.ndarray] = {}  # NodeSpec.embed_text -> vector (few, reused)
@@ -98,21 +78,14 @@ class MemoryService:
 
     # --- life cycle ----------------------------------------------------------------------------
     async def start(self) -> "MemoryService":
-        loop = asyncio.get_running_loop()
-        self._writer = await loop.run_in_executor(self._write_pool, self._open_store)
-        self._reader = await loop.run_in_executor(self._read_pool, self._open_store)
-        self._embedder = await loop.run_in_executor(self._embed_pool, self._embedder_factory)
+        await self.threads.start()
         stored = await self._read(lambda s: s.meta("embedding_model"))
-        if stored != self._embedder.name:
+        if stored != self.threads.embedder.name:
             await self.reembed(stored)
         return self
 
     async def close(self) -> None:
-        for pool, store in ((self._write_pool, self._writer), (self._read_pool, self._reader)):
-            if store is not None:
-                await asyncio.get_running_loop().run_in_executor(pool, store.close)
-        for pool in (self._embed_pool, self._write_pool, self._read_pool):
-            pool.shutdown(wait=True)
+        await self.threads.close()
 
     async def __aenter__(self) -> "MemoryService":
         return await self.start()
@@ -124,7 +97,7 @@ class MemoryService:
         """Re-embed every node with the current model (after a model change); returns the count."""
         total = await self._read(lambda s: s.count())
         if total:
-            self._progress(f"memory: embedding model changed ({old_model} -> {self._embedder.name}); "
+            self._progress(f"memory: embedding model changed ({old_model} -> {self.threads.embedder.name}); "
                            f"re-embedding {total} memories")
         done = 0
         batches = await self._read(lambda s: list(s.iter_all()))
@@ -133,23 +106,23 @@ class MemoryService:
             await self._write(lambda s, b=batch, v=vecs: s.set_embeddings([(i, v[k]) for k, (i, _) in enumerate(b)]))
             done += len(batch)
             self._progress(f"memory: re-embedded {done}/{total}")
-        await self._write(lambda s: s.set_meta("embedding_model", self._embedder.name))
+        await self._write(lambda s: s.set_meta("embedding_model", self.threads.embedder.name))
         await self._read(lambda s: s.clear_index())
         return done
 
     # --- plumbing -----------------------------------------------------------------------------
     async def _read(self, fn: Callable[[NodeStore], Any]) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._read_pool, fn, self._reader)
+        return await self.threads.read(fn)
 
     async def _write(self, fn: Callable[[NodeStore], Any]) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._write_pool, fn, self._writer)
+        return await self.threads.write(fn)
 
     async def embed(self, texts: list[str]) -> np.ndarray:
-        return await asyncio.get_running_loop().run_in_executor(self._embed_pool, self._embedder.embed, texts)
+        return await self.threads.embed(texts)
 
     async def embed_query(self, texts: list[str]) -> np.ndarray:
         """Queries may embed differently (e5's "query: " prefix); else like `embed`."""
-        return await asyncio.get_running_loop().run_in_executor(self._embed_pool, self._embedder.embed_query, texts)
+        return await self.threads.embed_query(texts)
 
     def user_for(self, device_id: str) -> str:
         """The user a device belongs to (memory.users), else its own (`device.<id>`); everyone's
@@ -251,7 +224,7 @@ class MemoryService:
         weights = weights or self.search_weights
 
         query = NodeQuery(user_id, q, n, tuple(all_of), tuple(any_of), weights, self.clock(), self.half_life_h,
-                          self._embedder.cosine_floor, self.knn_candidates)
+                          self.threads.embedder.cosine_floor, self.knn_candidates)
         results = await self._read(lambda s: best_nodes(s, query))
         if touch and results:
             ids = [r.node.id for r in results]

@@ -11,7 +11,7 @@ from gateway.memory.service import MemoryService
 
 async def test_chinese_and_english_memories_are_found_across_languages(tmp_path: Path) -> None:
     async with MemoryService(tmp_path / "zh.db", lambda: load_embedder("multilingual-e5-small", None)) as memory:
-        assert isinstance(memory._embedder, E5Embedder)
+        assert isinstance(memory.threads.embedder, E5Embedder)
         await memory.remember("li", "老人晨起血压 158/95，比上周平均高 12 个点", kind="event")
         await memory.remember("li", "The grandson plays football every Saturday", kind="fact")
         await memory.remember("li", "爷爷喜欢喝绿茶", kind="preference")

@@ -113,7 +113,7 @@ async def test_the_candidate_codes_in_ram_are_the_bits_sqlite_vec_stores(memory:
         pytest.skip("SQLite's own index (PostgreSQL's is pgvector's HNSW)")
     for text in ("one", "two three", "a longer sentence about the garden"):
         await memory.remember("anna", text)
-    rows = memory._reader.conn.execute(
+    rows = memory.threads.reader.conn.execute(
         "SELECT n.embedding, v.embedding FROM nodes n JOIN node_vec v ON v.rowid = n.id").fetchall()
     for floats, bits in rows:
         assert _codes(np.frombuffer(floats, np.float32)[None, :])[0].tobytes() == bits
