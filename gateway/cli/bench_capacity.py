@@ -12,8 +12,9 @@ main thread's share of it (`loop%`: the event loop's Python work, gateway and bo
 the GIL: near 100% it, not the cores, is what the turns wait for), the process CPU per question
 answered (`CPU s/turn`: times the turn rate, what N boxes need of the cores), split by thread
 (the engines' pools, the loop where the boxes run too, onnxruntime's own threads:
-gateway/cli/bench_capacity_threads.py) and RSS, and the speculative decodes thrown away and the
-decoder steps their early stop saved (gateway/cli/bench_capacity_cancels.py). Capacity = the largest
+gateway/cli/bench_capacity_threads.py) and RSS, and the speculative decodes and TTS calls thrown away,
+the worker CPU they cost and the decoder steps the decodes' early stop saved
+(gateway/cli/bench_capacity_cancels.py). Capacity = the largest
 N whose p95 stays within 1.5x of N=1's. Then, separately, the worst
 case: N boxes whose questions end at the same instant.
 """

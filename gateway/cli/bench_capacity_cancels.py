@@ -1,4 +1,5 @@
-"""The thrown-away ASR decodes of a `gateway bench-capacity` round, and what stopping them early saved.
+"""The thrown-away ASR decodes and TTS pieces of a `gateway bench-capacity` round, what they cost, and
+what stopping the decodes early saved.
 
 A speculative decode starts when trailing silence begins; when the speech goes on (or a barge-in,
 a close) its caller stops waiting and the runner sets its cancel token (gateway/engines/runner.py):
@@ -6,6 +7,10 @@ Moonshine stops at its next decoder step. `StoppedDecodes` wraps the ASR engine 
 keeps the audio of every decode that stopped early; after the round (outside its CPU figures)
 each is decoded again to its end, so `decoder_steps_saved` is the steps the whole decodes would
 have run minus the steps they did run. Engines without a step counter report no step figures.
+A speculative reply's first piece (`Speaker.prepare`) is synthesized while the endpoint silence is
+counted; when the speech goes on it is thrown away, and a TTS call, once on its thread, runs to its
+end: the runner counts those calls and the worker CPU of both kinds (`Cancels.wasted_cpu_s`, the
+worker thread only: onnxruntime's intra-op threads of a 2-thread call add to it).
 """
 
 from __future__ import annotations
@@ -49,11 +54,17 @@ class Mark:
     finished: int
     stopped: int
     steps: int | None
+    asr_wasted_s: float
+    tts_calls: int
+    tts_abandoned: int
+    tts_finished: int
+    tts_wasted_s: float
 
 
 def mark(runner: EngineRunner, asr: StoppedDecodes) -> Mark:
-    c = runner.asr_cancels
-    return Mark(asr.calls, c.abandoned, c.finished, len(asr.stopped), asr.steps())
+    c, t = runner.asr_cancels, runner.tts_cancels
+    return Mark(asr.calls, c.abandoned, c.finished, len(asr.stopped), asr.steps(), c.wasted_cpu_s,
+                t.calls, t.abandoned, t.finished, t.wasted_cpu_s)
 
 
 def cancels_row(runner: EngineRunner, asr: StoppedDecodes, start: Mark) -> dict:
@@ -64,6 +75,10 @@ def cancels_row(runner: EngineRunner, asr: StoppedDecodes, start: Mark) -> dict:
     waiting = now.abandoned - start.abandoned - stopped - finished  # cancelled before a worker took them
     row: dict = {"asr_decodes": now.calls - start.calls + waiting, "asr_thrown_away": now.abandoned - start.abandoned,
                  "asr_stopped_early": stopped, "asr_ran_to_end_unused": finished, "asr_dropped_waiting": waiting,
+                 "asr_wasted_cpu_s": round(now.asr_wasted_s - start.asr_wasted_s, 3),
+                 "tts_calls": now.tts_calls - start.tts_calls, "tts_thrown_away": now.tts_abandoned - start.tts_abandoned,
+                 "tts_ran_unused": now.tts_finished - start.tts_finished,
+                 "tts_wasted_cpu_s": round(now.tts_wasted_s - start.tts_wasted_s, 3),
                  "decoder_steps": None, "decoder_steps_saved": None}
     if now.steps is None or start.steps is None:
         return row
@@ -83,4 +98,8 @@ def cancels_line(r: dict) -> str:
             f"{r['asr_dropped_waiting']} before a worker took them)")
     if r["decoder_steps"] is not None:
         line += f"; decoder steps run {r['decoder_steps']}, saved by stopping {r['decoder_steps_saved']}"
+    if "tts_calls" in r:
+        line += (f"; their worker CPU {r['asr_wasted_cpu_s']:.2f} s\n{r['boxes']:>3} TTS calls thrown away: "
+                 f"{r['tts_thrown_away']} of {r['tts_calls']} ({r['tts_ran_unused']} ran to their end unused), "
+                 f"their worker CPU {r['tts_wasted_cpu_s']:.2f} s")
     return line

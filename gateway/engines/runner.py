@@ -9,7 +9,9 @@ phonemizer, both share their weights); one that does not runs one call at a time
 A worker is held until its thread is done with the call, not until the caller stops waiting; a
 cancelled ASR call (a speculative decode the speech went on after, a barge-in, a close) sets the
 call's `cancel` token, so an engine that decodes step by step (Moonshine) stops at its next step
-and the worker goes to the next turn (counted in `asr_cancels`).
+and the worker goes to the next turn (counted in `asr_cancels`). A cancelled TTS call (a speculative
+first piece the speech went on after, a barge-in) runs to its end on its thread: `tts_cancels`
+counts them and the worker CPU they cost (so does `asr_cancels` for the decodes).
 VAD detectors are per device session (`vad.clone()`), so each is entered by one call at a time;
 a VAD that decides many detectors in one call (Silero) gets every device's waiting windows in one
 call (gateway/engines/vad_batch.py).
@@ -21,6 +23,7 @@ import asyncio
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -54,41 +57,51 @@ def pool_size(name: str, engine: object, configured: int) -> int:
 
 
 @dataclass
-class AsrCall:
-    """One ASR call's cancel token, and whether its thread returned a text."""
+class Call:
+    """One engine call's cancel token, whether its thread returned a result, and the worker CPU it
+    took (for the cancelled ones: what the thrown-away result cost)."""
 
     cancel: threading.Event = field(default_factory=threading.Event)
     returned: bool = False
+    cpu_s: float = 0.0  # its worker thread's CPU (onnxruntime's own intra-op threads not included)
 
 
 @dataclass
-class AsrCancels:
-    """ASR calls whose caller stopped waiting (for benchmarks and tests; updated from the threads)."""
+class Cancels:
+    """An engine's calls whose caller stopped waiting (for benchmarks and tests; updated from the
+    threads)."""
 
-    abandoned: int = 0  # callers that stopped waiting (before or during the decode)
-    stopped: int = 0  # decodes the engine stopped early on their cancel token
-    finished: int = 0  # abandoned decodes that ran to their end all the same (too late, or it cannot stop)
+    calls: int = 0  # calls made
+    abandoned: int = 0  # callers that stopped waiting (before or during the call)
+    stopped: int = 0  # calls the engine stopped early on their cancel token (decodes)
+    finished: int = 0  # abandoned calls that ran to their end all the same (too late, or it cannot stop)
     stopped_steps: int = 0  # decoder steps the stopped decodes had run
+    wasted_cpu_s: float = 0.0  # worker CPU of the abandoned calls a thread had run (stopped or finished)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def abandon(self, call: AsrCall) -> None:
+    def abandon(self, call: Call) -> None:
         """The caller stopped waiting (on the loop): the call's token is set."""
         with self._lock:
             call.cancel.set()
             self.abandoned += 1
-            self.finished += call.returned  # its thread was done already, its text unused
+            self.finished += call.returned  # its thread was done already, its result unused
+            self.wasted_cpu_s += call.cpu_s if call.returned else 0.0
 
-    def returned(self, call: AsrCall) -> None:
-        """The call's thread returned a text (on the thread)."""
+    def returned(self, call: Call, cpu_s: float) -> None:
+        """The call's thread returned a result after `cpu_s` of its CPU (on the thread)."""
         with self._lock:
             call.returned = True
-            self.finished += call.cancel.is_set()
+            call.cpu_s = cpu_s
+            if call.cancel.is_set():
+                self.finished += 1
+                self.wasted_cpu_s += cpu_s
 
-    def stop(self, steps: int) -> None:
-        """The engine stopped the call early (on the thread)."""
+    def stop(self, steps: int, cpu_s: float) -> None:
+        """The engine stopped the call early after `cpu_s` of its thread's CPU (on the thread)."""
         with self._lock:
             self.stopped += 1
             self.stopped_steps += steps
+            self.wasted_cpu_s += cpu_s
 
 
 class EngineRunner:
@@ -107,7 +120,8 @@ class EngineRunner:
         self._clone_pool = ThreadPoolExecutor(1, thread_name_prefix="vad-clone")  # never delays a VAD decision
         self._tts_pool = ThreadPoolExecutor(self.tts_admission.workers, thread_name_prefix="tts")
         self._vad_batcher = VadBatcher(vad, self._vad_pool) if isinstance(vad, BatchVad) else None
-        self.asr_cancels = AsrCancels()
+        self.asr_cancels = Cancels()
+        self.tts_cancels = Cancels()
 
     async def _run(self, pool: ThreadPoolExecutor, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
@@ -145,15 +159,17 @@ class EngineRunner:
     async def transcribe(self, audio: np.ndarray, who: str = "") -> str:
         """The utterance's text; raises EngineBusy when too many turns already wait for the ASR.
         Cancelled, it sets the call's cancel token: the engine may stop its decode early."""
-        asr, call, cancels = self.asr, AsrCall(), self.asr_cancels
+        asr, call, cancels = self.asr, Call(), self.asr_cancels
+        cancels.calls += 1
 
         def run() -> str:
+            started = time.thread_time()
             try:
                 text = asr.transcribe(audio, cancel=call.cancel)
             except DecodeCancelled as stopped:  # nobody waits for it: the worker is free sooner
-                cancels.stop(stopped.steps)
+                cancels.stop(stopped.steps, time.thread_time() - started)
                 return ""
-            cancels.returned(call)
+            cancels.returned(call, time.thread_time() - started)
             return text
 
         try:
@@ -164,13 +180,23 @@ class EngineRunner:
 
     async def synthesize(self, text: str, who: str = "", deadline: float | None = None) -> list[SynthChunk]:
         """All chunks of `text` (piper yields one chunk per sentence). `deadline`: the clock time
-        (time.monotonic) its audio is needed, None = now (a reply's first audio)."""
+        (time.monotonic) its audio is needed, None = now (a reply's first audio). Cancelled while
+        its thread runs, the synthesis still runs to its end (counted in `tts_cancels`)."""
+        call, cancels = Call(), self.tts_cancels
+        cancels.calls += 1
 
         def run() -> list[SynthChunk]:
+            started = time.thread_time()
             it: Iterator[SynthChunk] = self.tts.synthesize(text)
-            return list(it)
+            chunks = list(it)
+            cancels.returned(call, time.thread_time() - started)
+            return chunks
 
-        return await self._admitted(self.tts_admission, self._tts_pool, who, deadline, run)
+        try:
+            return await self._admitted(self.tts_admission, self._tts_pool, who, deadline, run)
+        except asyncio.CancelledError:
+            cancels.abandon(call)
+            raise
 
     async def clone_vad(self) -> VadEngine:
         """A new detector for a device session, made off the event loop (a Silero clone builds an
