@@ -14,7 +14,8 @@ on 127.0.0.1 that pings every 20 ms while an attacker on 127.0.0.2 floods it:
   a few seconds: attempts/s and guesses/s that get their token checked (auth-failed) through
   the login throttle.
 
-It prints ping p50/p95/max per phase (the machine's load average beside them).
+It prints ping p50/p95/max per phase (the machine's load average beside them). The steady device's
+and the attacker's clients: gateway/cli/limits_clients.py.
 """
 
 from __future__ import annotations
@@ -24,118 +25,32 @@ import asyncio
 import json
 import os
 import socket
-import sqlite3
 import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.asyncio.client import ClientConnection
 
-from firmware_protocol import Error, Hello, Ping, Pong, Welcome, decode, encode
+from gateway.cli.limits_clients import Pinger, attempt, count, figures, settle, welcomed
 from gateway.cli.limits_target import started
 from gateway.devices.auth import add_device
 from gateway.devices.database import Database
 from gateway.links.limits import raise_fd_limit
 
-ATTACKER, DEVICE = "127.0.0.2", "127.0.0.1"
-PING_EVERY_S = 0.02
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] if ordered else float("nan")
-
-
-def _figures(rtts: list[float]) -> dict[str, float]:
-    return {"pings": len(rtts), "p50_ms": round(statistics.median(rtts), 2) if rtts else float("nan"),
-            "p95_ms": round(_percentile(rtts, 0.95), 2), "max_ms": round(max(rtts, default=float("nan")), 2)}
-
-
-class Pinger:
-    """The steady device: a Ping every PING_EVERY_S, the round trips of those answered."""
-
-    def __init__(self, ws: ClientConnection) -> None:
-        self.ws, self.rtts, self._sent = ws, [], {}
-        self._tasks = [asyncio.create_task(self._send()), asyncio.create_task(self._receive())]
-
-    async def _send(self) -> None:
-        nonce = 0
-        while True:
-            nonce += 1
-            self._sent[nonce] = time.perf_counter()
-            await self.ws.send(encode(Ping(nonce)))
-            await asyncio.sleep(PING_EVERY_S)
-
-    async def _receive(self) -> None:
-        async for frame in self.ws:
-            msg = decode(frame)
-            if isinstance(msg, Pong) and (sent := self._sent.pop(msg.nonce, None)) is not None:
-                self.rtts.append((time.perf_counter() - sent) * 1000)
-
-    def take(self) -> list[float]:
-        rtts, self.rtts = self.rtts, []
-        return rtts
-
-    async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-
-
-async def _welcomed(url: str, device: str, token: str = "", source: str = DEVICE) -> ClientConnection:
-    ws = await connect(url, open_timeout=30, compression=None, local_addr=(source, 0))
-    await ws.send(encode(Hello(device_id=device, token=token)))
-    reply = decode(await asyncio.wait_for(ws.recv(), 30))
-    if not isinstance(reply, Welcome):
-        raise RuntimeError(f"{device} was not welcomed: {reply}")
-    return ws
-
-
-async def _attempt(url: str, device: str, token: str = "") -> tuple[ClientConnection | None, str]:
-    """One attacker connection with a Hello: (the connection if still open, the answer's name/code)."""
-    try:
-        ws = await connect(url, open_timeout=30, compression=None, local_addr=(ATTACKER, 0))
-    except (OSError, InvalidHandshake, TimeoutError) as exc:
-        return None, f"connect failed ({type(exc).__name__})"
-    try:
-        await ws.send(encode(Hello(device_id=device, token=token)))
-    except ConnectionClosed:
-        pass
-    try:
-        reply = decode(await asyncio.wait_for(ws.recv(), 30))
-    except (ConnectionClosed, TimeoutError) as exc:
-        return None, f"no answer ({type(exc).__name__})"
-    return ws, reply.code if isinstance(reply, Error) else reply.NAME
-
-
-def _count(answers: list[str]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for a in answers:
-        out[a] = out.get(a, 0) + 1
-    return out
-
-
-async def _settle(pinger: Pinger, seconds: float) -> list[float]:
-    pinger.take()
-    await asyncio.sleep(seconds)
-    return pinger.take()
-
-
 async def _phase_hellos(db_dir: Path, n: int, rounds: int, fake_vad: bool) -> dict[str, Any]:
     overrides = {"server": {"max_sessions": n + 10, "max_sessions_per_peer": n + 10},
                  "devices": {"database": str(db_dir / "hellos.db")}, "fake_vad": fake_vad}
     with started(overrides) as gw:
-        box = await _welcomed(gw.url, "box-steady")
+        box = await welcomed(gw.url, "box-steady")
         pinger = Pinger(box)
-        quiet = await _settle(pinger, 1.0)
+        quiet = await settle(pinger, 1.0)
         rss_before = gw.rss_mb()
         during, answers, took, rss_after = [], [], [], 0.0
         for r in range(rounds):  # the flood lasts well under a second: a few rounds for more pings
             t0 = time.perf_counter()
-            results = await asyncio.gather(*(_attempt(gw.url, f"flood-{r}-{i}") for i in range(n)))
+            results = await asyncio.gather(*(attempt(gw.url, f"flood-{r}-{i}") for i in range(n)))
             took.append(time.perf_counter() - t0)
             during += pinger.take()
             answers += [a for _, a in results]
@@ -143,30 +58,30 @@ async def _phase_hellos(db_dir: Path, n: int, rounds: int, fake_vad: bool) -> di
             for ws, _ in results:
                 if ws is not None:
                     await ws.close()
-            await _settle(pinger, 1.0)
+            await settle(pinger, 1.0)
         await pinger.stop()
         await box.close()
-    return {"hellos": n, "rounds": rounds, "vad": "fake" if fake_vad else "silero", "answers": _count(answers),
+    return {"hellos": n, "rounds": rounds, "vad": "fake" if fake_vad else "silero", "answers": count(answers),
             "all_answered_s": round(statistics.median(took), 2),
-            "ping_quiet": _figures(quiet), "ping_during": _figures(during),
+            "ping_quiet": figures(quiet), "ping_during": figures(during),
             "rss_before_mb": round(rss_before, 1), "rss_after_mb": round(rss_after, 1)}
 
 
 async def _phase_connections(db_dir: Path, n: int) -> dict[str, Any]:
     with started({"devices": {"database": str(db_dir / "connections.db")}}) as gw:  # the default limits
-        box = await _welcomed(gw.url, "box-steady")
+        box = await welcomed(gw.url, "box-steady")
         pinger = Pinger(box)
-        quiet = await _settle(pinger, 1.0)
+        quiet = await settle(pinger, 1.0)
         rss_before = gw.rss_mb()
         sem = asyncio.Semaphore(200)  # at most 200 handshakes in flight from this process
 
         async def one(i: int) -> tuple[ClientConnection | None, str]:
             async with sem:
-                return await _attempt(gw.url, f"conn-{i}")
+                return await attempt(gw.url, f"conn-{i}")
 
         results = await asyncio.gather(*(one(i) for i in range(n)))
         during = pinger.take()
-        held = await _settle(pinger, 2.0)  # the admitted attackers stay connected
+        held = await settle(pinger, 2.0)  # the admitted attackers stay connected
         rss_after = gw.rss_mb()
         refusal_lines = sum("too-many-sessions" in line for line in gw.log)
         await pinger.stop()
@@ -174,8 +89,8 @@ async def _phase_connections(db_dir: Path, n: int) -> dict[str, Any]:
             if ws is not None:
                 await ws.close()
         await box.close()
-    return {"connections": n, "answers": _count([a for _, a in results]), "ping_quiet": _figures(quiet),
-            "ping_during": _figures(during), "ping_after_held": _figures(held),
+    return {"connections": n, "answers": count([a for _, a in results]), "ping_quiet": figures(quiet),
+            "ping_during": figures(during), "ping_after_held": figures(held),
             "rss_before_mb": round(rss_before, 1), "rss_after_mb": round(rss_after, 1),
             "refusal_log_lines": refusal_lines}
 
@@ -190,13 +105,13 @@ async def _phase_guesses(db_dir: Path, seconds: float) -> dict[str, Any]:
         t0 = time.perf_counter()
         i = 0
         while time.perf_counter() - t0 < seconds:
-            ws, answer = await _attempt(gw.url, "box-reg", f"guess-{i}")
+            ws, answer = await attempt(gw.url, "box-reg", f"guess-{i}")
             answers.append(answer)
             i += 1
             if ws is not None:
                 await ws.close()
         took = time.perf_counter() - t0
-    counted = _count(answers)
+    counted = count(answers)
     return {"seconds": round(took, 2), "attempts": len(answers), "attempts_per_s": round(len(answers) / took, 1),
             "checked": counted.get("auth-failed", 0), "guesses_per_s": round(counted.get("auth-failed", 0) / took, 2),
             "answers": counted}
@@ -204,28 +119,28 @@ async def _phase_guesses(db_dir: Path, seconds: float) -> dict[str, Any]:
 
 async def _phase_fds(db_dir: Path, nofile: int, hold_s: float) -> dict[str, Any]:
     with started({"devices": {"database": str(db_dir / "fds.db")}, "fake_vad": True}, nofile=nofile) as gw:
-        box = await _welcomed(gw.url, "box-steady")
+        box = await welcomed(gw.url, "box-steady")
         pinger = Pinger(box)
-        quiet = await _settle(pinger, 1.0)
+        quiet = await settle(pinger, 1.0)
         attack = []
         for _ in range(nofile * 2):  # handshake-less TCP connections: each accepted one holds a descriptor
             s = socket.socket()
             s.setblocking(False)
             s.connect_ex(("127.0.0.1", gw.port))
             attack.append(s)
-        during = await _settle(pinger, hold_s)
+        during = await settle(pinger, hold_s)
         failed = [line for line in gw.log if "accept-failed" in line]
         tracebacks = sum("Traceback" in line for line in gw.log)
         for s in attack:
             s.close()
         t0 = time.perf_counter()
-        newcomer = await _welcomed(gw.url, "box-after")
+        newcomer = await welcomed(gw.url, "box-after")
         back_in_s = time.perf_counter() - t0
         await newcomer.close()
         await pinger.stop()
         await box.close()
     return {"nofile": nofile, "held_s": hold_s, "attack_connections": len(attack), "accept_failed_lines": len(failed),
-            "tracebacks": tracebacks, "ping_quiet": _figures(quiet), "ping_exhausted": _figures(during),
+            "tracebacks": tracebacks, "ping_quiet": figures(quiet), "ping_exhausted": figures(during),
             "new_device_welcomed_after_s": round(back_in_s, 2)}
 
 
@@ -276,11 +191,11 @@ def _print(f: dict[str, Any]) -> None:
 
 def run(args: argparse.Namespace, cfg: Any = None) -> int:
     raise_fd_limit()  # this process holds the attacker's 1,000 connections
-    figures = asyncio.run(_bench(args))
+    results = asyncio.run(_bench(args))
     if args.json:
-        print(json.dumps(figures))
+        print(json.dumps(results))
     else:
-        _print(figures)
+        _print(results)
     return 0
 
 
