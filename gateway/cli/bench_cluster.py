@@ -30,22 +30,15 @@ import asyncio
 import json
 import os
 import signal
-import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from gateway.cli.bench_stats import percentile
 from gateway.cli.cluster_rig import ClusterRig
 
 BOUND_S = 8.0  # docs/SCALE-OUT.md
-
-
-def _pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
 def _rows(dsn: str) -> int:
@@ -71,7 +64,7 @@ async def _throughput(rig: ClusterRig, dsn: str, window_s: float) -> dict[str, A
     rows_took = time.monotonic() - r0
     lat = [ms for b in rig.boxes for ms in b.ack_ms[lat0[b.device_id]:]]
     return {"readings_per_s": round(acked / took, 1), "rows_per_s": round(rows / rows_took, 1),
-            "ack_p50_ms": round(_pct(lat, 0.5), 1), "ack_p95_ms": round(_pct(lat, 0.95), 1)}
+            "ack_p50_ms": round(percentile(lat, 0.5), 1), "ack_p95_ms": round(percentile(lat, 0.95), 1)}
 
 
 async def _failovers(rig: ClusterRig, members: list[str], sig: signal.Signals, count: int) -> dict[str, Any]:
@@ -100,10 +93,11 @@ async def _failovers(rig: ClusterRig, members: list[str], sig: signal.Signals, c
             await asyncio.to_thread(rig.members[victim].wait, 10)
             await rig.start_members([victim])
         await rig.wait_all_served(timeout=6 * BOUND_S, readings=2)
-    return {"devices_moved": len(times), "not_served_again": missing, "p50_s": round(_pct(times, 0.5), 2),
-            "p95_s": round(_pct(times, 0.95), 2), "max_s": round(max(times, default=float("nan")), 2),
-            "lease_taken_p50_s": round(_pct(leased, 0.5), 2), "lease_taken_max_s": round(max(leased, default=float("nan")), 2),
-            "hello_p50_s": round(_pct(hello, 0.5), 2), "hello_max_s": round(max(hello, default=float("nan")), 2),
+    return {"devices_moved": len(times), "not_served_again": missing, "p50_s": round(percentile(times, 0.5), 2),
+            "p95_s": round(percentile(times, 0.95), 2), "max_s": round(max(times, default=float("nan")), 2),
+            "lease_taken_p50_s": round(percentile(leased, 0.5), 2),
+            "lease_taken_max_s": round(max(leased, default=float("nan")), 2),
+            "hello_p50_s": round(percentile(hello, 0.5), 2), "hello_max_s": round(max(hello, default=float("nan")), 2),
             "rounds": rounds}
 
 
