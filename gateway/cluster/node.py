@@ -5,8 +5,8 @@ records, device status, directory records) and gives it a `ClusterPort` (gateway
 to publish, subscribe and open or end device sessions. The node decides:
 
 - the live members (this member's record and the others': gateway/cluster/membership.py) and, by
-  rendezvous hashing over them, the online devices this gateway owns: it subscribes `P/D/up` only for those (every gateway hears
-  `P/+/status`, a few bytes per device, not the cluster's audio);
+  rendezvous hashing over them, the online devices this gateway owns: it subscribes `P/D/up` only
+  for those (every gateway hears `P/+/status`, a few bytes per device, not the cluster's audio);
 - for each owned device, the lease (gateway/cluster/leases.py; the ones held:
   gateway/cluster/held.py), claimed again every
   `CLAIM_RETRY_S` while another gateway's lease has not run out; once it holds it, the link opens
