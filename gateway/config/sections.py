@@ -76,8 +76,13 @@ class AsrConfig(_Section):
     # moonshine: which decoder runs: the derived int8-weight one (int8), the derived float one
     # (float, ~+100 MB), or the packaged one (packaged: dequantizes at every step, slow)
     moonshine_decoder: Literal["int8", "float", "packaged"] = "int8"
+    beam_size: int = Field(1, ge=1, le=10)  # moonshine and whisper: 1 = greedy, more = beam search
+    # moonshine only: decode again with Whisper tiny.en when Moonshine is unsure (empty, looped, or
+    # mean token log-probability below second_opinion_below), keep the surer transcript
+    # (gateway/engines/asr_second_opinion.py)
+    second_opinion: Literal["none", "whisper"] = "none"
+    second_opinion_below: float = Field(-0.5, ge=-10.0, le=0.0)
     # whisper only (gateway/engines/whisper_ct2.py):
-    beam_size: int = Field(1, ge=1, le=10)  # 1 = greedy
     language: str = Field("en", pattern=r"^[a-z]{2,3}$")  # a Whisper language code; .en models: en
     compute_type: Literal["int8", "int8_float32", "int16", "float32"] = "int8"
     window: Literal["10s", "30s"] = "10s"  # the encoder's input: >= 10 s (3x less work), or Whisper's 30 s
@@ -93,6 +98,13 @@ class AsrConfig(_Section):
         if isinstance(data, dict) and data.get("model") is None and data.get("engine") in _ASR_DEFAULT_MODEL:
             return {**data, "model": _ASR_DEFAULT_MODEL[data["engine"]]}
         return data
+
+    @model_validator(mode="after")
+    def _second_opinion_of_moonshine(self) -> "AsrConfig":
+        if self.second_opinion != "none" and self.engine != "moonshine":
+            raise ValueError(f"second_opinion {self.second_opinion!r} needs engine moonshine (the engine it "
+                             f"double-checks), not {self.engine!r}: set second_opinion: none")
+        return self
 
     @model_validator(mode="after")
     def _files_match_engine(self) -> "AsrConfig":

@@ -66,6 +66,13 @@ def load_asr(cfg: GatewayConfig, store: ModelStore, progress: Progress = _quiet)
                              f"needs one, e.g. whisper-tiny-en)")
         return WhisperCt2Asr(files["model"].parent, num_threads=a.num_threads, beam_size=a.beam_size,
                              language=a.language, compute_type=a.compute_type, window=a.window)
+    if a.engine == "moonshine" and a.second_opinion == "whisper":
+        from gateway.engines.asr_second_opinion import SecondOpinionAsr
+
+        first = load_asr(cfg.model_copy(update={"asr": a.model_copy(update={"second_opinion": "none"})}), store, progress)
+        whisper = AsrConfig(engine="whisper", num_threads=a.num_threads, compute_type=a.compute_type, window=a.window)
+        second = load_asr(cfg.model_copy(update={"asr": whisper}), store, progress)
+        return SecondOpinionAsr(first, second, a.second_opinion_below)  # type: ignore[arg-type]  # both score
     if a.engine in ("moonshine", "moonshine-sherpa"):
         files = _files(store, a.model, "asr", "asr.model", progress)
         if a.engine == "moonshine-sherpa":
@@ -84,7 +91,8 @@ def load_asr(cfg: GatewayConfig, store: ModelStore, progress: Progress = _quiet)
                      "MatMulNBits' int8 kernels (e.g. a Raspberry Pi 4); running the int8 decoder on "
                      "onnxruntime's 8-bit integer GEMM (DynamicQuantizeMatMul)")
         return MoonshineOnnxAsr(files["encoder"], decoder, files["tokens"], a.num_threads,
-                                int8_decoder=decoder in (files.get("decoder_int8"), files.get("decoder_int8_qgemm")))
+                                int8_decoder=decoder in (files.get("decoder_int8"), files.get("decoder_int8_qgemm")),
+                                beam_size=a.beam_size)
     paths = {k: (cfg.path(p) if p is not None else None)
              for k, p in (("encoder", a.encoder), ("decoder", a.decoder),
                           ("joiner", a.joiner), ("tokens", a.tokens))}

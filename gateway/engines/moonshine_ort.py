@@ -13,10 +13,13 @@ decoder instead, it still works, without an arena (scratch given back after ever
 faults at every step; `GLIBC_TUNABLES=glibc.malloc.hugetlb=1` keeps that cost small).
 Measured figures: README, Benchmarks.
 
-Decoding is greedy: encoder once, then the merged decoder one token at a time with its key/value
-cache (step 0 runs the no-cache branch and yields the cross-attention cache; later steps update
-only the self-attention cache, as sherpa-onnx does). It stops at EOS, at the length bound, or
-when the output starts repeating itself (gateway/engines/decode_loop.py), keeping one copy.
+Decoding: encoder once, then the merged decoder one token at a time with its key/value cache
+(step 0 runs the no-cache branch and yields the cross-attention cache; later steps update only
+the self-attention cache, as sherpa-onnx does), greedy (`asr.beam_size` 1) or a beam search of
+that width, the beams one batch per step (gateway/engines/moonshine_beam.py; the self-attention
+cache reordered by the beams' parents). It stops at EOS, at the length bound, or when the output
+starts repeating itself (gateway/engines/decode_loop.py), keeping one copy. `transcribe_scored`
+also gives the transcript's mean token log-probability (gateway/engines/asr_confidence.py).
 The decoder loop runs in Python, so a cancelled call (the runner sets its `cancel` token when nobody
 waits for the result: a speculative decode the speech went on after, a barge-in) stops after the
 encoder or the decoder step it is in and raises `DecodeCancelled`; `decoder_steps` counts the
@@ -33,7 +36,8 @@ import numpy as np
 import onnxruntime
 
 from gateway.engines.base import DecodeCancelled
-from gateway.engines.decode_loop import loop_start
+from gateway.engines.asr_confidence import ScoredTranscript
+from gateway.engines.moonshine_beam import Hypothesis, beam_search, log_softmax
 from gateway.engines.sherpa_asr import SAMPLE_RATE, _as_input, _require_files, clean_transcript
 from gateway.errors import AsrError, ModelError
 
@@ -75,9 +79,12 @@ class MoonshineOnnxAsr:
     thread_safe = True  # onnxruntime sessions take concurrent runs; the decoding state is per call
 
     def __init__(self, encoder: Path | str, decoder: Path | str, tokens: Path | str, num_threads: int = 2,
-                 int8_decoder: bool = False) -> None:
+                 int8_decoder: bool = False, beam_size: int = 1) -> None:
         """`int8_decoder`: `decoder` is the derived int8-weight one (moonshine_nbits.py), whose
-        integer kernels run on weights onnxruntime prepacks at load."""
+        integer kernels run on weights onnxruntime prepacks at load. `beam_size` 1: greedy."""
+        if beam_size < 1:
+            raise ModelError(f"Moonshine beam_size must be >= 1, not {beam_size}")
+        self._beam = beam_size
         files = _require_files(encoder=Path(encoder), decoder=Path(decoder), tokens=Path(tokens))
         try:
             self._enc = _session(files["encoder"], num_threads)
@@ -96,46 +103,54 @@ class MoonshineOnnxAsr:
         self.transcribe(np.sin(np.linspace(0, 2000, SAMPLE_RATE)).astype(np.float32) * 0.1)  # warm-up
 
     def transcribe(self, audio: np.ndarray, cancel: threading.Event | None = None) -> str:
+        return self.transcribe_scored(audio, cancel).text
+
+    def transcribe_scored(self, audio: np.ndarray, cancel: threading.Event | None = None) -> ScoredTranscript:
         samples = _as_input(audio)
         if samples.size < _MIN_SAMPLES:
-            return ""
+            return ScoredTranscript("", 0.0)
         try:
-            ids = self._decode(samples, cancel)
+            best = self._decode(samples, cancel)
         except DecodeCancelled:
             raise
         except Exception as exc:  # onnxruntime errors carry their own types
             raise AsrError(f"Moonshine decoding failed: {exc}") from exc
-        text = b"".join(self._tokens[i] for i in ids if i < len(self._tokens)).decode("utf-8", "replace")
-        return clean_transcript(text.replace("\u2581", " "))
+        text = b"".join(self._tokens[i] for i in best.ids if i < len(self._tokens)).decode("utf-8", "replace")
+        return ScoredTranscript(clean_transcript(text.replace("\u2581", " ")), best.mean_logprob, best.looped)
 
-    def _decode(self, samples: np.ndarray, cancel: threading.Event | None) -> list[int]:
+    def _decode(self, samples: np.ndarray, cancel: threading.Event | None) -> Hypothesis:
         steps = 0
         if cancel is not None and cancel.is_set():  # cancelled before it started
             raise DecodeCancelled(0)
         try:
             hidden = self._enc.run(None, {self._enc_input: samples[None, :]})[0]
             cache = {name: self._empty for name in self._past}
-            feeds = {"input_ids": np.array([[BOS]], np.int64), "encoder_hidden_states": hidden}
-            out: list[int] = []
-            max_tokens = int(samples.size / SAMPLE_RATE * TOKENS_PER_SECOND) + 4
-            for step in range(max_tokens):
-                if cancel is not None and cancel.is_set():  # nobody waits for the text: stop here
-                    raise DecodeCancelled(steps)
+
+            def step(tokens: np.ndarray, parents: np.ndarray | None) -> np.ndarray:
+                nonlocal steps, hidden
                 steps += 1
-                result = self._dec.run(None, {**feeds, **cache, "use_cache_branch": np.array([step > 0])})
-                token = int(result[0][0, -1].argmax())
-                if token == EOS:
-                    break
-                out.append(token)
-                if (keep := loop_start(out)) is not None:  # repeating itself (in noise): stop, keep one copy
-                    return out[:keep]
+                if parents is not None:  # a beam search reorders, drops or repeats its beams
+                    same = parents.size == hidden.shape[0] and bool((parents == np.arange(parents.size)).all())
+                    if not same:
+                        for name, value in cache.items():
+                            if ".decoder." in name:  # the self-attention cache: one per beam
+                                cache[name] = value[parents]
+                            elif value.shape[0] != parents.size:  # cross-attention: the same for every beam
+                                cache[name] = np.repeat(value[:1], parents.size, axis=0)
+                        if hidden.shape[0] != parents.size:
+                            hidden = np.repeat(hidden[:1], parents.size, axis=0)
+                result = self._dec.run(None, {"input_ids": tokens[:, None], "encoder_hidden_states": hidden, **cache,
+                                              "use_cache_branch": np.array([parents is not None])})
                 for name, value in zip(self._present, result[1:]):
-                    if step == 0 or ".decoder." in name:  # the cross-attention cache is made once
+                    if parents is None or ".decoder." in name:  # the cross-attention cache is made once
                         cache[name.replace("present.", "past_key_values.", 1)] = value
-                feeds["input_ids"] = np.array([[token]], np.int64)
-            return out
+                return log_softmax(result[0][:, -1])
+
+            max_tokens = int(samples.size / SAMPLE_RATE * TOKENS_PER_SECOND) + 4
+            try:
+                return beam_search(step, BOS, EOS, self._beam, max_tokens, cancel)
+            except DecodeCancelled:
+                raise DecodeCancelled(steps) from None
         finally:
             with self._count_lock:
                 self.decoder_steps += steps
-
-

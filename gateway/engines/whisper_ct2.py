@@ -40,6 +40,7 @@ import ctranslate2
 import numpy as np
 import tokenizers
 
+from gateway.engines.asr_confidence import ScoredTranscript
 from gateway.engines.base import DecodeCancelled
 from gateway.engines.sherpa_asr import SAMPLE_RATE, _as_input, _require_files, _warmup_audio
 from gateway.engines.whisper_mel import log_mel
@@ -96,9 +97,13 @@ class WhisperCt2Asr:
     def transcribe(self, audio: np.ndarray, cancel: threading.Event | None = None) -> str:
         """`cancel` set: stops after the encoder (DecodeCancelled); CTranslate2's `generate` runs
         the whole decoder loop in one call, so a decode already in it runs to its end."""
+        return self.transcribe_scored(audio, cancel).text
+
+    def transcribe_scored(self, audio: np.ndarray, cancel: threading.Event | None = None) -> ScoredTranscript:
+        """As `transcribe`, with the mean token log-probability CTranslate2 scores the result with."""
         samples = _as_input(audio)
         if samples.size < _MIN_SAMPLES:
-            return ""
+            return ScoredTranscript("", 0.0)
         try:
             return self._decode(samples, cancel)
         except RuntimeError as exc:  # CTranslate2 raises RuntimeError / ValueError
@@ -118,7 +123,7 @@ class WhisperCt2Asr:
         out[:, :n] = feats[:, :n]
         return out
 
-    def _decode(self, samples: np.ndarray, cancel: threading.Event | None) -> str:
+    def _decode(self, samples: np.ndarray, cancel: threading.Event | None) -> ScoredTranscript:
         mel = np.ascontiguousarray(self._mel(samples)[None])
         encoded = self._model.encode(ctranslate2.StorageView.from_array(mel), to_cpu=False)
         if cancel is not None and cancel.is_set():  # nobody waits for the text: skip the decoder
@@ -132,8 +137,8 @@ class WhisperCt2Asr:
         )[0]
         logprob = result.scores[0] if result.scores else 0.0  # mean log-probability per token
         if result.no_speech_prob > _NO_SPEECH and logprob < _LOW_LOGPROB:
-            return ""
-        return self._tok.decode(self._text_ids(result.sequences_ids[0], seconds)).strip()
+            return ScoredTranscript("", logprob)
+        return ScoredTranscript(self._tok.decode(self._text_ids(result.sequences_ids[0], seconds)).strip(), logprob)
 
     def _text_ids(self, ids: list[int], seconds: float) -> list[int]:
         """The text tokens of a timestamped result, without segments that start after the audio."""
