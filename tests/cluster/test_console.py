@@ -15,15 +15,13 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import time
 from pathlib import Path
 
 import pytest
 from websockets.asyncio.client import connect
 
-from gateway.cli.cluster_rig import ClusterRig
-from gateway.cli.cluster_voice_box import ClusterVoiceBox
 from gateway.links.mosquitto import find_mosquitto
+from tests.cluster.served_box import box_served_by_one
 from tests.console.conftest import Client
 from tests.console.test_console_talk import ARGS, ARTIFACTS, CHROMIUM
 from tests.links.conftest import free_port
@@ -33,6 +31,11 @@ pytestmark = pytest.mark.skipif(find_mosquitto() is None, reason="needs mosquitt
 MEMBERS = ["gw-a", "gw-b"]
 BOX = "console-box-1"
 PASSWORD = "cluster console password"
+
+
+def extra(ports: dict[str, int]) -> dict[str, dict]:
+    """Each member's LAN screens on its own port, and the console on."""
+    return {m: {"screens_port": ports[m], "console_password": PASSWORD} for m in MEMBERS}
 
 
 async def finished_turn(ws, device_id: str) -> tuple[list[dict], dict]:
@@ -49,19 +52,8 @@ async def finished_turn(ws, device_id: str) -> tuple[list[dict], dict]:
 
 async def test_a_turn_served_by_one_member_is_live_on_the_others_console_which_names_the_member(
         postgres_dsn, tmp_path: Path, fake_speak):
-    rig = ClusterRig(tmp_path, postgres_dsn)
-    rig.start_broker()
     ports = {m: free_port() for m in MEMBERS}
-    box = ClusterVoiceBox(BOX)
-    try:
-        await rig.start_members(MEMBERS, {m: {"screens_port": ports[m], "console_password": PASSWORD} for m in MEMBERS})
-        await rig.observe()
-        await box.connect("127.0.0.1", rig.broker_port)
-        await box.welcomed(timeout=30)
-        async with asyncio.timeout(10):  # the observer hears the Welcome beside the box
-            while (server := rig.observer.holder_at(BOX, time.monotonic())) is None:
-                await asyncio.sleep(0.05)
-        (other,) = set(MEMBERS) - {server}
+    async with box_served_by_one(tmp_path, postgres_dsn, MEMBERS, BOX, extra(ports)) as (rig, box, server, other):
         admin = Client(f"127.0.0.1:{ports[other]}")
         assert (await admin.login(PASSWORD)).status == 200
         refused = await Client(admin.host).request("GET", "/console/api/talk")
@@ -81,9 +73,6 @@ async def test_a_turn_served_by_one_member_is_live_on_the_others_console_which_n
         own = Client(f"127.0.0.1:{ports[server]}")
         assert (await own.login(PASSWORD)).status == 200
         served_talk = (await own.request("GET", f"/console/api/talk?device={BOX}")).json()
-    finally:
-        await box.close()
-        await rig.stop()
 
     assert refused.status == 401  # the Talk API of the other member needs its session like any
     assert "bye" in turn["said"].lower() and updates[0]["said"] == turn["said"] and not updates[0]["done"]
@@ -105,19 +94,8 @@ async def test_the_other_members_console_pages_show_the_turn_and_the_serving_mem
                                                                                    fake_speak):
     from playwright.async_api import async_playwright, expect
 
-    rig = ClusterRig(tmp_path, postgres_dsn)
-    rig.start_broker()
     ports = {m: free_port() for m in MEMBERS}
-    box = ClusterVoiceBox(BOX)
-    try:
-        await rig.start_members(MEMBERS, {m: {"screens_port": ports[m], "console_password": PASSWORD} for m in MEMBERS})
-        await rig.observe()
-        await box.connect("127.0.0.1", rig.broker_port)
-        await box.welcomed(timeout=30)
-        async with asyncio.timeout(10):
-            while (server := rig.observer.holder_at(BOX, time.monotonic())) is None:
-                await asyncio.sleep(0.05)
-        (other,) = set(MEMBERS) - {server}
+    async with box_served_by_one(tmp_path, postgres_dsn, MEMBERS, BOX, extra(ports)) as (_rig, box, server, other):
         async with async_playwright() as pw:
             browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
             try:
@@ -145,6 +123,3 @@ async def test_the_other_members_console_pages_show_the_turn_and_the_serving_mem
                 assert await turn.locator("audio").count() == 0 and errors == []
             finally:
                 await browser.close()
-    finally:
-        await box.close()
-        await rig.stop()

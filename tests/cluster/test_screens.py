@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from pathlib import Path
 
 import pytest
 from websockets.asyncio.client import connect
 
-from gateway.cli.cluster_rig import ClusterRig
-from gateway.cli.cluster_voice_box import ClusterVoiceBox
 from gateway.links.mosquitto import find_mosquitto
+from tests.cluster.served_box import box_served_by_one
 from tests.links.conftest import free_port
 
 pytestmark = pytest.mark.skipif(find_mosquitto() is None, reason="needs mosquitto (Debian package mosquitto)")
@@ -41,19 +39,9 @@ async def human_until_reply_end(ws) -> list[dict]:
 
 async def test_a_screen_on_one_member_sees_the_turn_of_a_box_served_by_another(postgres_dsn, tmp_path: Path,
                                                                                fake_speak):
-    rig = ClusterRig(tmp_path, postgres_dsn)
-    rig.start_broker()
     ports = {m: free_port() for m in MEMBERS}
-    box = ClusterVoiceBox(BOX)
-    try:
-        await rig.start_members(MEMBERS, {m: {"screens_port": ports[m]} for m in MEMBERS})
-        await rig.observe()
-        await box.connect("127.0.0.1", rig.broker_port)
-        await box.welcomed(timeout=30)
-        async with asyncio.timeout(10):  # the observer hears the Welcome beside the box
-            while (server := rig.observer.holder_at(BOX, time.monotonic())) is None:
-                await asyncio.sleep(0.05)
-        (other,) = set(MEMBERS) - {server}
+    async with box_served_by_one(tmp_path, postgres_dsn, MEMBERS, BOX,
+                                 {m: {"screens_port": ports[m]} for m in MEMBERS}) as (rig, box, server, other):
         key = (tmp_path / other / "screens-access-key").read_text().strip()
         async with connect(f"ws://127.0.0.1:{ports[other]}/screen?key={key}") as screen:
             await screen.send(json.dumps({"device": BOX}))
@@ -61,9 +49,6 @@ async def test_a_screen_on_one_member_sees_the_turn_of_a_box_served_by_another(p
                 pass
             audio, rate = fake_speak("Thank you, goodbye.")
             turn, result = await asyncio.gather(human_until_reply_end(screen), box.ask(audio, rate, timeout=30))
-    finally:
-        await box.close()
-        await rig.stop()
 
     assert result.reply_text and {m["Username"] for m in turn} == {BOX}
     keys = [m["Data"]["Key"] for m in turn]
