@@ -95,7 +95,8 @@ class Database:
         self.path = path
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite")
         self._conn = self._executor.submit(connect, path).result()
-        self._group: list[tuple[Callable[..., Any], tuple[object, ...], bool, asyncio.Future[Any]]] = []
+        self._group: list[tuple[Callable[..., Any], tuple[object, ...], bool, asyncio.Future[Any],
+                                Callable[[Exception], Exception] | None]] = []
         self._committing = False  # a grouped transaction is on the database thread
         self.group_commits = 0  # grouped transactions committed (the calls they held: grouped_calls)
         self.grouped_calls = 0
@@ -111,25 +112,32 @@ class Database:
         raises here); returns once that transaction is committed. `fn` must not commit itself.
         `one_write`: `fn` writes with one statement at most, which SQLite undoes alone when it
         fails, so it needs no savepoint of its own."""
+        return await self.grouped(fn, *args, one_write=one_write)
+
+    def grouped(self, fn: Callable[..., T], *args: object, one_write: bool = False,
+                error: Callable[[Exception], Exception] | None = None) -> asyncio.Future[T]:
+        """`run_grouped` as a future, for callers that go on without a task per call (the readings
+        of an MQTT session); `error` turns what the call or the commit raised into what the
+        future raises."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[T] = loop.create_future()
-        self._group.append((fn, args, one_write, done))
+        self._group.append((fn, args, one_write, done, error))
         if not self._committing:  # started at the end of this loop pass: the calls made in the
             self._committing = True  # same pass (a batch of MQTT readings) share the transaction
             loop.call_soon(self._commit_group, loop)
-        return await done
+        return done
 
     def _commit_group(self, loop: asyncio.AbstractEventLoop) -> None:
         group, self._group = self._group, []
         self._committing = True
-        calls = [(fn, args, one_write) for fn, args, one_write, _ in group]
+        calls = [(fn, args, one_write) for fn, args, one_write, _, _ in group]
         try:
             committed = loop.run_in_executor(self._executor, _in_one_transaction, self._conn, calls)
         except RuntimeError as exc:  # closed since the call was queued: its caller hears so
             self._committing = False
-            for *_, done in group:
+            for *_, done, error in group:
                 if not done.done():
-                    done.set_exception(exc)
+                    done.set_exception(error(exc) if error is not None else exc)
             return
 
         def settle(committed: asyncio.Future[list[tuple[bool, Any]]]) -> None:
@@ -137,13 +145,14 @@ class Database:
             self.group_commits += 1
             self.grouped_calls += len(group)
             failed = committed.exception()
-            for i, (_, _, _, done) in enumerate(group):
+            outcomes = committed.result() if failed is None else None
+            for i, (_, _, _, done, error) in enumerate(group):
                 if done.done():  # its caller was cancelled
                     continue
-                if failed is not None:
-                    done.set_exception(failed)
-                elif isinstance(outcome := committed.result()[i][1], BaseException):
-                    done.set_exception(outcome)
+                outcome = failed if outcomes is None else outcomes[i][1]
+                if isinstance(outcome, BaseException):
+                    done.set_exception(error(outcome) if error is not None and isinstance(outcome, Exception)
+                                       else outcome)
                 else:
                     done.set_result(outcome)
             if self._group:

@@ -7,15 +7,17 @@ arrive together in one transaction, `Database.run_grouped`), and each ack goes o
 committed and every earlier reading of the session has been acked. At most `window` readings are
 in flight per session: the next `submit` waits for the oldest, so a slow disk still pushes back on
 the device instead of filling a queue.
+
+One sender task per session sends the acks: woken when the oldest reading's store is done, it
+sends every ack that is ready in order, in one go, so the acks of one commit leave in the same
+loop pass (one MQTT write) instead of one pass each behind the one before.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 from firmware_protocol import Message, ReadingAck
 
@@ -26,41 +28,53 @@ class ReadingAcks:
     def __init__(self, send: Callable[[Message], Awaitable[None]], window: int = READINGS_IN_FLIGHT) -> None:
         self._send = send
         self._window = window
-        self._acks: deque[tuple[asyncio.Task[None], Coroutine[Any, Any, ReadingAck]]] = deque()
+        self._acks: deque[asyncio.Future[ReadingAck]] = deque()  # in the order the readings came
+        self._ready = asyncio.Event()  # the oldest is done: its ack (and maybe later ones) can go
+        self._room = asyncio.Event()  # an ack was sent: a reading more fits in the window
+        self._failed: BaseException | None = None  # what sending an ack (or storing) raised
+        self._sender: asyncio.Task[None] | None = None
 
-    async def submit(self, store: Coroutine[Any, Any, ReadingAck]) -> None:
-        """Start storing one reading (`store` returns its ack); raises what an earlier ack's
-        sending raised (LinkClosed), so the session ends as it would have sending it itself."""
+    async def submit(self, start: Callable[[], Awaitable[ReadingAck]]) -> None:
+        """Start storing one reading once the window has room (`start()`: a future or coroutine
+        of its ack, e.g. `ReadingService.start`); raises what an earlier ack's sending raised
+        (LinkClosed), so the session ends as it would have sending it itself."""
+        while self._failed is None and len(self._acks) >= self._window:
+            self._room.clear()
+            await self._room.wait()
+        if self._failed is not None:
+            raise self._failed
+        future = asyncio.ensure_future(start())  # a future as it is; a coroutine runs as a task
+        self._acks.append(future)
+        if len(self._acks) == 1:  # the oldest: the sender waits for it
+            future.add_done_callback(self._oldest_done)
+        if self._sender is None:
+            self._sender = asyncio.create_task(self._send_acks(), name="reading-acks")
+
+    def _oldest_done(self, future: asyncio.Future[ReadingAck]) -> None:
+        self._ready.set()
+
+    async def _send_acks(self) -> None:
         try:
-            self._reap()
-            while len(self._acks) >= self._window:
-                await asyncio.wait([self._acks[0][0]])
-                self._reap()
-        except BaseException:
-            store.close()  # never started
+            while True:
+                await self._ready.wait()
+                self._ready.clear()
+                while self._acks and self._acks[0].done():
+                    await self._send(self._acks.popleft().result())  # raises what storing raised
+                    self._room.set()
+                if self._acks:  # wait for the next oldest
+                    self._acks[0].add_done_callback(self._oldest_done)
+        except asyncio.CancelledError:
             raise
-        before = self._acks[-1][0] if self._acks else None
-        self._acks.append((asyncio.create_task(self._store_then_ack(store, before), name="reading"), store))
-
-    async def _store_then_ack(self, store: Coroutine[Any, Any, ReadingAck], before: asyncio.Task[None] | None) -> None:
-        ack = await store
-        if before is not None:
-            await before  # the earlier reading's ack first; raises if sending it failed
-        await self._send(ack)
-
-    def _reap(self) -> None:
-        while self._acks and self._acks[0][0].done():
-            done, _ = self._acks.popleft()
-            if not done.cancelled() and (exc := done.exception()) is not None:
-                raise exc
+        except BaseException as exc:  # the session hears it at its next reading
+            self._failed = exc
+            self._room.set()
 
     async def close(self) -> None:
         """The session ends: acks not yet sent are dropped (their rows stay committed; the device
         resends those readings and gets DUPLICATE)."""
-        for task, _ in self._acks:
-            task.cancel()
-        await asyncio.gather(*(task for task, _ in self._acks), return_exceptions=True)
-        for _, store in self._acks:
-            if inspect.getcoroutinestate(store) == inspect.CORO_CREATED:  # cancelled before it began
-                store.close()
+        pending = [*self._acks, *([self._sender] if self._sender is not None else [])]
+        for future in pending:
+            future.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
         self._acks.clear()
+        self._sender = None

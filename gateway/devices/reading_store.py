@@ -7,6 +7,7 @@ only after the row is committed, and one device + seq is one row, whichever gate
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Protocol
 
 from firmware_protocol import SensorReading
@@ -17,7 +18,8 @@ class StorageFailed(Exception):
 
 
 class ReadingStore(Protocol):
-    async def insert(self, device_id: str, msg: SensorReading, received_at: float) -> tuple[int, bool]:
+    def insert(self, device_id: str, msg: SensorReading, received_at: float) -> Awaitable[tuple[int, bool]]:
         """(row id, True) once committed; (its id, False) for a known device + seq; (0, False)
-        for a seq the retention already pruned. StorageFailed when nothing could be committed."""
+        for a seq the retention already pruned. StorageFailed when nothing could be committed.
+        A coroutine (PostgreSQL) or a future (SQLite: no task per reading)."""
         ...

@@ -10,11 +10,13 @@ together, from one device or many, share one commit (`Database.run_grouped`).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sqlite3
 import time
 from collections.abc import Callable
+from functools import partial
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -122,12 +124,17 @@ class SqliteReadingStore:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def insert(self, device_id: str, msg: SensorReading, received_at: float) -> tuple[int, bool]:
-        try:
-            return await self._db.run_grouped(insert_reading, device_id, msg, received_at,  # shares a commit
-                                               one_write=True)
-        except sqlite3.Error as exc:
-            raise StorageFailed(f"database error: {exc}") from exc
+    def insert(self, device_id: str, msg: SensorReading, received_at: float) -> asyncio.Future[tuple[int, bool]]:
+        return self._db.grouped(insert_reading, device_id, msg, received_at,  # shares a commit
+                                one_write=True, error=_storage_failed)
+
+
+def _storage_failed(exc: Exception) -> Exception:
+    if not isinstance(exc, sqlite3.Error):
+        return exc
+    failed = StorageFailed(f"database error: {exc}")
+    failed.__cause__ = exc
+    return failed
 
 
 class ReadingService:
@@ -158,33 +165,60 @@ class ReadingService:
         return True
 
     async def handle(self, device_id: str, peer: str, msg: SensorReading) -> ReadingAck:
+        return await self.start(device_id, peer, msg)
+
+    def start(self, device_id: str, peer: str, msg: SensorReading) -> asyncio.Future[ReadingAck]:
+        """`handle` without a task per reading: the future of the reading's ack, set once its row
+        is committed (or at once when it is refused). Cancelling the future drops the ack only:
+        a reading that gets stored is counted and published all the same."""
+        ack: asyncio.Future[ReadingAck] = asyncio.get_running_loop().create_future()
         received_at = self._clock()
         if not self._take_token(device_id, received_at):
             self.rejected += 1
             log.warning("%s: rate-limited: reading seq %d refused (limit %d per minute)", peer, msg.seq, self._per_minute)
-            return ReadingAck(msg.seq, ReadingStatus.REJECTED, "rate-limited",
-                              f"more than {self._per_minute} readings per minute; resend later")
+            ack.set_result(ReadingAck(msg.seq, ReadingStatus.REJECTED, "rate-limited",
+                                      f"more than {self._per_minute} readings per minute; resend later"))
+            return ack
         try:
             check_reading(msg, received_at)
         except ReadingInvalid as exc:
             self.rejected += 1
             log.warning("%s: reading-invalid: %s reading seq %d refused: %s", peer, msg.kind, msg.seq, exc)
-            return ReadingAck(msg.seq, ReadingStatus.REJECTED, "reading-invalid", str(exc))
+            ack.set_result(ReadingAck(msg.seq, ReadingStatus.REJECTED, "reading-invalid", str(exc)))
+            return ack
+        stored = asyncio.ensure_future(self._store.insert(device_id, msg, received_at))  # SQLite: a future
+        stored.add_done_callback(partial(self._stored, ack, device_id, peer, msg, received_at))
+        return ack
+
+    def _stored(self, ack: asyncio.Future[ReadingAck], device_id: str, peer: str, msg: SensorReading,
+                received_at: float, stored: asyncio.Future[tuple[int, bool]]) -> None:
         try:
-            reading_id, new = await self._store.insert(device_id, msg, received_at)
+            reading_id, new = stored.result()
         except StorageFailed as exc:
             self.rejected += 1
             log.error("%s: storage-failed: reading seq %d not stored, not acked (the device resends): %s",
                       peer, msg.seq, exc)
-            return ReadingAck(msg.seq, ReadingStatus.REJECTED, "storage-failed", str(exc))
-        if not new:
-            self.duplicates += 1
-            if reading_id:
-                log.info("%s: reading seq %d is a duplicate of #%d; acked again, not stored", peer, msg.seq, reading_id)
-            else:
-                log.info("%s: reading seq %d was stored before and pruned by the retention; acked duplicate, "
-                         "not stored again", peer, msg.seq)
-            return ReadingAck(msg.seq, ReadingStatus.DUPLICATE)
+            outcome = ReadingAck(msg.seq, ReadingStatus.REJECTED, "storage-failed", str(exc))
+        except BaseException as exc:  # (cancelled, or a bug): the session hears it with the ack
+            if not ack.done():
+                ack.set_exception(asyncio.CancelledError() if isinstance(exc, asyncio.CancelledError) else exc)
+            return
+        else:
+            outcome = self._new(device_id, peer, msg, received_at, reading_id) if new else \
+                self._duplicate(peer, msg, reading_id)
+        if not ack.done():  # else the session ended meanwhile
+            ack.set_result(outcome)
+
+    def _duplicate(self, peer: str, msg: SensorReading, reading_id: int) -> ReadingAck:
+        self.duplicates += 1
+        if reading_id:
+            log.info("%s: reading seq %d is a duplicate of #%d; acked again, not stored", peer, msg.seq, reading_id)
+        else:
+            log.info("%s: reading seq %d was stored before and pruned by the retention; acked duplicate, "
+                     "not stored again", peer, msg.seq)
+        return ReadingAck(msg.seq, ReadingStatus.DUPLICATE)
+
+    def _new(self, device_id: str, peer: str, msg: SensorReading, received_at: float, reading_id: int) -> ReadingAck:
         self.stored += 1
         measured_at = msg.measured_at or received_at
         self._bus.publish(

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass
+from functools import partial
 
 from firmware_protocol import (
     Capability,
@@ -194,10 +195,14 @@ def _turn_events(services: SessionServices, device_id: str, peer: _Peer, listen_
     return TurnEvents(sinks, services.bus)
 
 
-async def _reading_ack(services: SessionServices, device_id: str, peer_name: str, msg: SensorReading) -> ReadingAck:
+def _reading_ack(services: SessionServices, device_id: str, peer_name: str, msg: SensorReading
+                 ) -> asyncio.Future[ReadingAck]:
+    """The future of the reading's ack (ReadingService.start: no task per reading)."""
     if services.readings is None:
-        return ReadingAck(msg.seq, ReadingStatus.REJECTED, "storage-failed", "this gateway stores no readings")
-    return await services.readings.handle(device_id, peer_name, msg)
+        refused: asyncio.Future[ReadingAck] = asyncio.get_running_loop().create_future()
+        refused.set_result(ReadingAck(msg.seq, ReadingStatus.REJECTED, "storage-failed", "this gateway stores no readings"))
+        return refused
+    return services.readings.start(device_id, peer_name, msg)
 
 
 async def _dispatch(peer: _Peer, conv: Conversation, services: SessionServices, device_id: str,
@@ -223,7 +228,7 @@ async def _dispatch(peer: _Peer, conv: Conversation, services: SessionServices, 
             if acks is None:  # one at a time: the answer to this message is sent before the next is read
                 await peer.send(await _reading_ack(services, device_id, peer.name, msg))
             else:
-                await acks.submit(_reading_ack(services, device_id, peer.name, msg))
+                await acks.submit(partial(_reading_ack, services, device_id, peer.name, msg))
         elif isinstance(msg, ExpressionSetup):
             if services.expression is not None:
                 services.expression.configure(device_id, msg)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -60,10 +61,10 @@ async def test_a_failed_ack_ends_the_session_at_the_next_reading_and_later_acks_
 
     acks = ReadingAcks(send, window=4)
     for seq in (1, 2, 3):
-        await acks.submit(ack(seq))
+        await acks.submit(partial(ack, seq))
     await asyncio.sleep(0.05)
     with pytest.raises(LinkClosed):
-        await acks.submit(ack(4))
+        await acks.submit(partial(ack, 4))
     await acks.close()
     await acks.close()
     assert sent == [1]
