@@ -6,17 +6,13 @@ file). API and headless Chromium."""
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 
 from firmware_protocol import Action as ActionMessage
-from tests.console.conftest import PASSWORD
+from tests.console.browser import ARGS, ARTIFACTS, CHROMIUM, log_in
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 THANKS = "social.thanks,thanks,warm,0.46,61,1,"
 
 
@@ -85,9 +81,7 @@ async def test_the_replies_page_edits_the_action_rules_with_the_errors_next_to_t
             page = await browser.new_page(viewport={"width": 412, "height": 915})
             errors: list[str] = []
             page.on("pageerror", lambda e: errors.append(str(e)))
-            await page.goto(f"{console_gateway.base}/console")
-            await page.fill("#password", PASSWORD)
-            await page.click("button[type=submit]")
+            await log_in(page, console_gateway.base)
             await page.wait_for_selector("nav button[data-page=replies]")
             await page.click("nav button[data-page=replies]")
             await expect(page.locator("#act-text")).to_have_value(original)

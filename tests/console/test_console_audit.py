@@ -14,7 +14,6 @@ import asyncio
 import logging
 import shutil
 import time
-from pathlib import Path
 
 import pytest
 
@@ -22,13 +21,10 @@ from firmware_protocol import ReadingAck, SensorReading, decode, encode
 from gateway.devices.auth import add_device
 from gateway.links.http_log import HttpAnswerFilter
 
-from tests.console.conftest import PASSWORD
+from tests.console.browser import ARGS, ARTIFACTS, CHROMIUM, log_in
 from tests.console.test_console_api import _connect
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 PHONE = {"width": 390, "height": 844}
 
 
@@ -128,9 +124,7 @@ async def test_on_a_phone_a_memory_is_edited_in_its_row_and_the_whole_token_is_s
             page = await context.new_page()
             errors: list[str] = []
             page.on("pageerror", lambda e: errors.append(str(e)))
-            await page.goto(f"{console_gateway.base}/console")
-            await page.fill("#password", PASSWORD)
-            await page.click("button[type=submit]")
+            await log_in(page, console_gateway.base)
 
             # Devices: the credentials of a new device fit the phone's screen (the token is not cut)
             await page.fill("#add-id", "phone-added-box")
@@ -195,9 +189,7 @@ async def test_on_a_small_phone_no_page_needs_a_sideways_scroll(console_gateway)
         try:
             context = await browser.new_context(viewport={"width": 360, "height": 800}, is_mobile=True)
             page = await context.new_page()
-            await page.goto(f"{console_gateway.base}/console")
-            await page.fill("#password", PASSWORD)
-            await page.click("button[type=submit]")
+            await log_in(page, console_gateway.base)
             wider = {}
             for name, ready in (("devices", "#registered"), ("readings", "#r-chart"), ("conversations", "#c-table"),
                                 ("memory", "#rules"), ("replies", "#act-text"), ("health", "#h-ports tbody tr")):

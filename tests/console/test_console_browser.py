@@ -9,20 +9,17 @@ from __future__ import annotations
 import re
 import shutil
 import time
-from pathlib import Path
 
 import pytest
 
 from gateway.devices import activation
 
+from tests.console.browser import ARGS, ARTIFACTS, CHROMIUM
 from tests.console.conftest import PASSWORD
 from tests.console.test_console_api import _connect, _send_reading
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"),
               pytest.mark.skipif(shutil.which("/usr/bin/chromium") is None, reason="needs Debian chromium")]
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 PHONE = {"width": 412, "height": 915}
 HISTORY = [(128, 82, 68), (134, 85, 72), (126, 80, 66), (139, 88, 74), (131, 84, 70), (145, 92, 79), (129, 83, 69),
            (136, 86, 71), (124, 79, 65), (133, 85, 73), (142, 91, 76), (130, 84, 70), (127, 81, 67)]

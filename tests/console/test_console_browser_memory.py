@@ -9,20 +9,16 @@ Screenshots go to test-artifacts/ (not committed)."""
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 
 from gateway.devices.auth import add_device
 
-from tests.console.conftest import PASSWORD
+from tests.console.browser import ARGS, ARTIFACTS, CHROMIUM, log_in
 from tests.console.test_console_api import _connect, _send_reading
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"),
               pytest.mark.skipif(shutil.which("/usr/bin/chromium") is None, reason="needs Debian chromium")]
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
 async def test_map_a_cuff_to_a_person_make_a_rule_see_it_fire_and_view_the_portrait(console_gateway) -> None:
@@ -37,9 +33,7 @@ async def test_map_a_cuff_to_a_person_make_a_rule_see_it_fire_and_view_the_portr
             page = await browser.new_page(viewport={"width": 1000, "height": 900})
             errors: list[str] = []
             page.on("pageerror", lambda e: errors.append(str(e)))
-            await page.goto(f"{console_gateway.base}/console")
-            await page.fill("#password", PASSWORD)
-            await page.click("button[type=submit]")
+            await log_in(page, console_gateway.base)
 
             # Devices: cuff-frank has its own memory until it is given to frank
             row = page.locator("#registered tbody tr", has_text="cuff-frank")

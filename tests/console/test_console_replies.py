@@ -5,16 +5,12 @@ line, the file unchanged), and a saved table answers the next question of `gatew
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 
-from tests.console.conftest import PASSWORD
+from tests.console.browser import ARGS, ARTIFACTS, CHROMIUM, log_in
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 PILLS = '''  - name: pills
     keywords: ["did i take my pills"]
     answers: ["Yes, at nine this morning."]
@@ -70,9 +66,7 @@ async def test_the_replies_page_shows_the_error_next_to_its_line_and_saves_a_goo
         browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         try:
             page = await browser.new_page(viewport={"width": 412, "height": 915})
-            await page.goto(f"{console_gateway.base}/console")
-            await page.fill("#password", PASSWORD)
-            await page.click("button[type=submit]")
+            await log_in(page, console_gateway.base)
             await page.wait_for_selector("nav button[data-page=replies]")
             await page.click("nav button[data-page=replies]")
             await expect(page.locator("#rep-text")).to_have_value(original)

@@ -12,19 +12,15 @@ import io
 import json
 import shutil
 import wave
-from pathlib import Path
 
 import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from tests.console.conftest import PASSWORD, Client
+from tests.console.browser import AUTOPLAY_ARGS as ARGS, ARTIFACTS, CHROMIUM, log_in
+from tests.console.conftest import Client
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-        "--autoplay-policy=no-user-gesture-required"]
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
 async def _ask(console_gateway, fake_speak, question: str, device_id: str = "talk-box"):
@@ -140,9 +136,7 @@ async def test_a_question_appears_on_the_talk_page_live_and_its_audio_plays(cons
             page.on("pageerror", lambda e: errors.append(str(e)))
             requests: list[str] = []
             page.on("request", lambda r: requests.append(r.url))
-            await page.goto(f"{console_gateway.base}/console")
-            await page.fill("#password", PASSWORD)
-            await page.click("button[type=submit]")
+            await log_in(page, console_gateway.base)
             await page.wait_for_selector("nav button[data-page=conversations]")
             await page.click("nav button[data-page=conversations]")
             await expect(page.locator("#c-live")).to_have_text("live", timeout=10_000)  # everyone's turns
