@@ -124,6 +124,9 @@ class TtsConfig(_Section):
     voice: str = "piper-joe-medium"
     length_scale: float = Field(1.0, gt=0.3, le=3.0)
     num_threads: int = Field(2, ge=1, le=16)
+    # The voice with its 1-D convolutions run as 2-D ones, when the manifest derives one
+    # (gateway/engines/piper_conv2d.py): less CPU per second of speech, the same audio.
+    conv2d: bool = False
 
 
 class EnginesConfig(_Section):

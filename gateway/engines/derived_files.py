@@ -45,6 +45,12 @@ def _derive_piper_alignment(src: Path) -> tuple[bytes, str]:
     return patched_voice(src)
 
 
+def _derive_piper_conv2d(src: Path) -> tuple[bytes, str]:
+    from gateway.engines.piper_conv2d import conv2d_voice  # needs onnx: imported only when deriving
+
+    return conv2d_voice(src)
+
+
 def _derive_moonshine_float_decoder(src: Path) -> tuple[bytes, str]:
     from gateway.engines.moonshine_fold import float_decoder  # needs onnx: imported only when deriving
 
@@ -81,6 +87,7 @@ DERIVERS: dict[str, Callable[[Path], tuple[bytes, str]]] = {
     "moonshine-int8-decoder": _derive_moonshine_int8_decoder,
     "moonshine-int8-qgemm-decoder": _derive_moonshine_int8_qgemm_decoder,
     "piper-alignment": _derive_piper_alignment,
+    "piper-conv2d": _derive_piper_conv2d,
     "minilm-gather-int8": _derive_minilm_gather_int8,
     "minilm-int8": _derive_minilm_int8,
 }

@@ -6,6 +6,7 @@ does not pull in sherpa-onnx or piper.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from gateway.engines.piper_tts import PiperTts
 
 Progress = Callable[[str], None]
+
+log = logging.getLogger(__name__)
 
 
 def _quiet(_: str) -> None: ...
@@ -103,8 +106,19 @@ def load_tts(cfg: GatewayConfig, store: ModelStore, progress: Progress = _quiet)
     from gateway.engines.piper_tts import PiperTts
 
     files = _files(store, cfg.tts.voice, "tts", "tts.voice", progress)
-    # The aligned voice (same weights, phoneme timings exposed) when the manifest derives one.
+    # The aligned voice (same weights, phoneme timings exposed) when the manifest derives one;
+    # with tts.conv2d, its 2-D-convolution form (gateway/engines/piper_conv2d.py) when prepared.
     model = files.get("aligned_model", files["model"])
+    if cfg.tts.conv2d:
+        if "conv2d_model" not in files:  # an optional derived file: a folder prepared before has none yet
+            store.prepare(cfg.tts.voice, progress)
+            files = store.files_of(cfg.tts.voice, progress)
+        if "conv2d_model" in files:
+            model = files["conv2d_model"]
+        else:
+            log.warning("tts.conv2d: the voice %s has no conv2d file (not in the manifest, or the derived file's "
+                        "checksum differed, see `gateway models prepare %s`); running %s",
+                        cfg.tts.voice, cfg.tts.voice, model.name)
     return PiperTts(model, files["config"], cfg.tts.length_scale, cfg.tts.num_threads)
 
 

@@ -28,7 +28,7 @@ class ModelFile(_Strict):
     role: str
     package_file: str | None = None
     derive: Literal["moonshine-tokens", "moonshine-float-decoder", "moonshine-int8-decoder",
-                     "moonshine-int8-qgemm-decoder", "piper-alignment", "minilm-gather-int8",
+                     "moonshine-int8-qgemm-decoder", "piper-alignment", "piper-conv2d", "minilm-gather-int8",
                      "minilm-int8"] | None = None
     derived_from: str | None = None
     size: int = Field(ge=0)
