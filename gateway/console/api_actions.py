@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from gateway.console.file_save import save_text
 from gateway.console.routes import ApiError, ApiRequest, Routes, text_field
 from gateway.expression.rules import ActionRule, parse_rules
 
@@ -44,12 +44,6 @@ def check(text: str) -> list[ActionRule]:
         more = f" (and {len(problems_out) - 1} more)" if len(problems_out) > 1 else ""
         raise ApiError(400, f"line {first['line']}: {first['message']}{more}", "text", first["line"], problems_out)
     return rules
-
-
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.console-tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 class ActionsApi:
@@ -84,7 +78,7 @@ class ActionsApi:
     async def save(self, request: ApiRequest) -> dict[str, Any]:
         text = self._text(request)
         rules = check(text)
-        await asyncio.to_thread(_write, self._path, text)
+        await asyncio.to_thread(save_text, self._path, text)
         log.info("%s: action rules %s replaced (%d rules); used from the next sentence", request.peer, self._path,
                  len(rules))
         warnings = await self._warnings(rules)

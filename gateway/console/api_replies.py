@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 import yaml
 
 from gateway.brain.replies import ReplyTable, parse_reply_table
+from gateway.console.file_save import save_text
 from gateway.console.routes import ApiError, ApiRequest, Routes, text_field
 from gateway.errors import ConfigError
 
@@ -56,12 +56,6 @@ def check(text: str, source: str) -> ReplyTable:
         raise ApiError(400, str(exc), "text", _intent_line(text, int(found.group(1))) if found else None) from None
 
 
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.console-tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 class RepliesApi:
     def __init__(self, path: Path) -> None:
         self._path = path
@@ -85,7 +79,7 @@ class RepliesApi:
     async def save(self, request: ApiRequest) -> dict[str, Any]:
         text = self._text(request)
         table = check(text, str(self._path))
-        await asyncio.to_thread(_write, self._path, text)
+        await asyncio.to_thread(save_text, self._path, text)
         log.info("%s: reply table %s replaced (%d intents); used from the next answer", request.peer, self._path,
                  len(table.intents))
         return {"ok": True, "intents": [i.name for i in table.intents]}
