@@ -159,13 +159,8 @@ class TalkLog:
             turn.failed, turn.answered = event.code, turn.answered or event.text
         elif isinstance(event, TurnFinished):
             m = event.metrics
-            turn.latency_ms = m.endpoint_to_first_audio_ms if m.endpoint_to_first_audio_ms > 0 else None
-            turn.brain = m.brain
-            turn.aborted = turn.aborted or m.barged_in
-            turn.answered = turn.answered or m.reply
-            turn.done = True
-            del self._open[turn.device_id]
-            self._offer(turn)
+            self._finish(turn, m.endpoint_to_first_audio_ms if m.endpoint_to_first_audio_ms > 0 else None, m.brain,
+                         m.barged_in, m.reply)
 
     def _remote_message(self, gateway: str, message: dict[str, Any]) -> None:
         """A screens' message of a turn `gateway` serves (gateway/screens/fay.py): transcript, sentence, reply end."""
@@ -192,9 +187,13 @@ class TalkLog:
         turn = self._open.get(event.device_id)
         if turn is None or turn.gateway != event.gateway:
             return
-        turn.latency_ms, turn.brain = event.latency_ms, event.brain
-        turn.aborted = turn.aborted or event.aborted
-        turn.answered = turn.answered or event.reply
+        self._finish(turn, event.latency_ms, event.brain, event.aborted, event.reply)
+
+    def _finish(self, turn: TalkTurn, latency_ms: float | None, brain: str, aborted: bool, reply: str) -> None:
+        """The turn's end (here or on another member): its figures; no longer open; offered."""
+        turn.latency_ms, turn.brain = latency_ms, brain
+        turn.aborted = turn.aborted or aborted
+        turn.answered = turn.answered or reply
         turn.done = True
         del self._open[turn.device_id]
         self._offer(turn)
