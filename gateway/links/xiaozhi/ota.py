@@ -43,6 +43,12 @@ def _json_reply(status: int, value: dict[str, Any]) -> HttpReply:
     return HttpReply(status, json.dumps(value, ensure_ascii=False).encode(), "application/json")
 
 
+def _not_a_mac(peer: str, mac: str) -> HttpReply:
+    """The refusal of a request whose Device-Id header is not the box's MAC address (logged)."""
+    log.warning("%s: refused: Device-Id header %r is not a MAC address", peer, mac)
+    return HttpReply(400, b"Device-Id header (the box's MAC address) missing or malformed\n")
+
+
 def _host(address: str) -> str:
     try:
         return f"[{address}]" if ipaddress.ip_address(address).version == 6 else address
@@ -78,10 +84,8 @@ class OtaService:
             return HttpReply(405, b"use GET (status) or POST (a box's system info)\n")
         peer = f"xiaozhi OTA {request.remote[0]}:{request.remote[1]}"
         mac = request.headers.get("Device-Id", "")
-        device_id = device_id_of(mac)
-        if device_id is None:
-            log.warning("%s: refused: Device-Id header %r is not a MAC address", peer, mac)
-            return HttpReply(400, b"Device-Id header (the box's MAC address) missing or malformed\n")
+        if (device_id := device_id_of(mac)) is None:
+            return _not_a_mac(peer, mac)
         try:
             info = json.loads(request.body) if request.body.strip() else {}
         except (ValueError, UnicodeDecodeError) as exc:
@@ -153,10 +157,8 @@ class OtaService:
         if request.method != "POST":
             return HttpReply(405, b"the box POSTs here while it waits for its activation\n")
         mac = request.headers.get("Device-Id", "")
-        device_id = device_id_of(mac)
-        if device_id is None:
-            log.warning("%s: refused: Device-Id header %r is not a MAC address", peer, mac)
-            return HttpReply(400, b"Device-Id header (the box's MAC address) missing or malformed\n")
+        if (device_id := device_id_of(mac)) is None:
+            return _not_a_mac(peer, mac)
         if self.enrolment is not None and await self.enrolment.is_registered(device_id):
             return HttpReply(200, b"success\n")  # registered (by an approval, or `gateway devices add`)
         pending = await self.activations.state(device_id) if self.activations else None
