@@ -9,8 +9,8 @@ import json
 import logging
 
 from gateway.cluster.directory import DeviceDirectory, Served
+from tests.clock import Clock
 from tests.cluster.test_node_sessions import directory_record, member, tick
-from tests.cluster.test_node import Clock
 
 TOPIC = "gw/$cluster/devices/ws-box"
 

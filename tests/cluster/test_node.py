@@ -9,14 +9,7 @@ from gateway.cluster.leases import LeaseStoreDown
 from gateway.cluster.members import MemberRecord
 from gateway.cluster.node import ClusterNode
 from gateway.cluster.rendezvous import owner
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.clock import Clock
 
 
 class TableLeases:

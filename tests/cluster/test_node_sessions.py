@@ -9,7 +9,8 @@ import json
 
 from gateway.cluster.directory import Served
 from gateway.cluster.node import ClusterNode
-from tests.cluster.test_node import Clock, Port, TableLeases, node
+from tests.clock import Clock
+from tests.cluster.test_node import Port, TableLeases, node
 
 
 class TakingLeases(TableLeases):

@@ -8,6 +8,7 @@ from gateway.cluster.directory import DeviceDirectory, Served
 from gateway.cluster.members import MemberList, MemberRecord
 from gateway.cluster.rendezvous import owner
 from gateway.config import ConfigError, parse_config
+from tests.clock import Clock
 
 DEVICES = [f"box-{i:03d}" for i in range(300)]
 
@@ -29,20 +30,12 @@ def test_devices_spread_over_the_members_and_a_leaving_one_moves_only_its_own():
     assert all(joined[d] in (before[d], "d") for d in DEVICES)  # a new member only takes, never reshuffles
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def record(member: str) -> bytes:
     return MemberRecord(member, 1.0, 64).encode()
 
 
 def test_members_come_with_their_record_and_go_with_their_will_or_their_silence(caplog):
-    clock = Clock()
+    clock = Clock(100.0)
     members = MemberList("a", timeout_s=6, clock=clock)
     assert members.live() == ("a",)
     assert members.heard("b", record("b")) == "joined"

@@ -16,15 +16,9 @@ from gateway.console.throttle import LoginThrottle
 from gateway.links.http_front import HttpRequest
 from websockets.datastructures import Headers
 
+from tests.clock import Clock
+
 HOST = "gw.local:8767"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _server(tmp_path: Path, *, tls_available: bool) -> ConsoleServer:
