@@ -15,7 +15,8 @@ hears the background talkers as speech and the endpoint never comes). `speech`: 
 cut where the question is (the set knows), with `vad.preroll_ms` before and
 `vad.trailing_silence_ms` after it, what a perfect endpointer would hand the ASR: the ASR's
 own errors, without the VAD's. RTF is decode time over the decoded audio's length (the
-utterances for `vad`); `utterance_ratio` is that audio over the clips' speech.
+utterances for `vad`); `utterance_ratio` is that audio over the clips' speech. With
+`asr.second_opinion` each score also counts the decodes Whisper ran too (`second_opinions`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from gateway.asreval.noise import KINDS, mix
 from gateway.asreval.render import RATE, Clip
 from gateway.asreval.wer import wer
 from gateway.config import GatewayConfig
+from gateway.engines.asr_second_opinion import SecondOpinionAsr
 from gateway.engines.base import AsrEngine, VadEngine
 from gateway.engines.runner import EngineRunner
 from gateway.voice.endpointing import Endpointer, Event
@@ -49,6 +51,7 @@ class Score:
     survived: int = 0  # vad path: clips that reached the ASR
     endpointed: int = 0  # vad path: clips whose utterances all ended by trailing silence
     speech_s: float = 0.0  # seconds of question in the clips (utterance_ratio's denominator)
+    second_opinions: int | None = None  # asr.second_opinion: decodes the second engine ran too (else None)
 
     @property
     def wer(self) -> float:
@@ -78,12 +81,15 @@ def condition_audio(clip: Clip, snr: float | None, clips: list[Clip]) -> np.ndar
     return mix(clip, KINDS[clip.index % len(KINDS)], snr, clips)
 
 
-async def _timed(runner: EngineRunner, audio: np.ndarray, score: Score) -> str:
+async def _timed(runner: EngineRunner, audio: np.ndarray, score: Score, asr: AsrEngine) -> str:
+    seconds_before = asr.second_opinions if isinstance(asr, SecondOpinionAsr) else None
     started = time.perf_counter()
     text = await runner.transcribe(audio)  # on the ASR thread, as a session decodes
     score.decode_s += time.perf_counter() - started
     score.audio_s += audio.size / RATE
     score.decodes += 1
+    if isinstance(asr, SecondOpinionAsr) and seconds_before is not None:
+        score.second_opinions = (score.second_opinions or 0) + asr.second_opinions - seconds_before
     return text
 
 
@@ -135,7 +141,7 @@ async def evaluate(cfg: GatewayConfig, asr: AsrEngine, vad: VadEngine, clips: li
                     s = scores.setdefault((snr, "whole"), Score())
                     s.speech_s += (clip.speech.stop - clip.speech.start) / RATE
                     s.refs.append(clip.text)
-                    s.hyps.append(await _timed(runner, audio, s))
+                    s.hyps.append(await _timed(runner, audio, s, asr))
                 if "vad" in paths:
                     s = scores.setdefault((snr, "vad"), Score())
                     heard = await through_vad(cfg, runner, vad, audio)
@@ -143,12 +149,12 @@ async def evaluate(cfg: GatewayConfig, asr: AsrEngine, vad: VadEngine, clips: li
                     s.endpointed += bool(heard.utterances) and heard.endpointed
                     s.speech_s += (clip.speech.stop - clip.speech.start) / RATE
                     s.refs.append(clip.text)
-                    s.hyps.append(" ".join([await _timed(runner, u, s) for u in heard.utterances]))
+                    s.hyps.append(" ".join([await _timed(runner, u, s, asr) for u in heard.utterances]))
                 if "speech" in paths:
                     s = scores.setdefault((snr, "speech"), Score())
                     s.speech_s += (clip.speech.stop - clip.speech.start) / RATE
                     s.refs.append(clip.text)
-                    s.hyps.append(await _timed(runner, speech_span(cfg, clip, audio), s))
+                    s.hyps.append(await _timed(runner, speech_span(cfg, clip, audio), s, asr))
     finally:
         runner.close()
     return scores

@@ -6,7 +6,8 @@ disk but the models), runs every engine of `--engines` over it, whole files and 
 gateway's VAD/endpointing (and, with `--paths speech`, cut to the question as a perfect
 endpointer would), and prints per engine and SNR: WER, empty transcripts, RTF, ms per decode,
 how many utterances reached the ASR, how many were ended by the endpointer (not only by the end
-of the clip), and the decoded audio over the questions' audio; `--detail` adds WER per speaker kind and noise
+of the clip), and the decoded audio over the questions' audio (with `second_opinion=whisper`: how
+many decodes Whisper ran too); `--detail` adds WER per speaker kind and noise
 kind and each misheard utterance (gateway/asreval/detail.py). `--rss` adds each engine's resident memory
 (loaded and warm, in a fresh process). The score that picks the default ASR (docs/CONFIG.md,
 asr.engine) is printed last.
@@ -57,6 +58,18 @@ def asr_of(spec: str, cfg: GatewayConfig) -> AsrConfig:
     return AsrConfig(**values)
 
 
+def engine_specs(text: str) -> list[str]:
+    """`moonshine,moonshine:beam_size=2,second_opinion=whisper,whisper` -> the three specs: a piece
+    with `=` but no `:` is one more key of the spec before it."""
+    specs: list[str] = []
+    for piece in filter(None, (p.strip() for p in text.split(","))):
+        if specs and "=" in piece and ":" not in piece:
+            specs[-1] += "," + piece
+        else:
+            specs.append(piece)
+    return specs
+
+
 def _with_asr(cfg: GatewayConfig, asr: AsrConfig) -> GatewayConfig:
     return cfg.model_copy(update={"asr": asr})
 
@@ -91,7 +104,8 @@ def _row(name: str, snr: float | None, path: str, sc: Score, n: int) -> dict[str
     return {"engine": name, "snr_db": snr, "path": path, "wer": round(sc.wer, 4), "empty": sc.empty,
             "rtf": round(sc.rtf, 4), "ms_per_decode": round(sc.ms_per_decode, 1),
             "reached_asr": sc.survived if path == "vad" else n, "endpointed": sc.endpointed if path == "vad" else n,
-            "utterance_ratio": round(sc.utterance_ratio, 3), "clips": n}
+            "utterance_ratio": round(sc.utterance_ratio, 3), "clips": n,
+            **({"second_opinions": sc.second_opinions} if sc.second_opinions is not None else {})}
 
 
 def _save(clips: list, folder: Path) -> None:
@@ -123,7 +137,7 @@ def run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
     rows: list[dict[str, Any]] = []
     summary: dict[str, dict[str, float]] = {}
     details: dict[str, dict[str, dict[str, float]]] = {}  # --detail: engine -> group -> condition -> WER
-    for spec in args.engines.split(","):
+    for spec in engine_specs(args.engines):
         ecfg = _with_asr(cfg, asr_of(spec, cfg))
         say(f"== {spec}: loading")
         asr = load_asr(ecfg, store)
@@ -136,7 +150,8 @@ def run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
                 say(f"  {'clean' if snr is None else f'{snr:g} dB':>6} {path:6}  WER {r['wer']:.3f}  empty "
                     f"{r['empty']:2}/{len(clips)}  RTF {r['rtf']:.3f}  {r['ms_per_decode']:6.0f} ms/decode  "
                     f"reached ASR {r['reached_asr']}/{len(clips)}  endpointed {r['endpointed']}/{len(clips)}  "
-                    f"audio/speech {r['utterance_ratio']:.2f}")
+                    f"audio/speech {r['utterance_ratio']:.2f}"
+                    + (f"  2nd opinion {sc.second_opinions}/{sc.decodes}" if sc.second_opinions is not None else ""))
         key = next(p for p in ("vad", "whole", "speech") if p in paths)  # the score's path
         if args.detail:
             details[spec] = groups = breakdown(clips, scores, key)

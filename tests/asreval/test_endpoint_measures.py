@@ -15,6 +15,8 @@ from gateway.asreval.corpus import VOICES
 from gateway.asreval.measure import evaluate, speech_span, through_vad
 from gateway.asreval.render import RATE, Clip
 from gateway.config import parse_config
+from gateway.engines.asr_confidence import ScoredTranscript
+from gateway.engines.asr_second_opinion import SecondOpinionAsr
 from gateway.engines.fake import FakeVad
 from gateway.engines.runner import EngineRunner
 
@@ -87,3 +89,30 @@ def test_an_unknown_path_is_refused_before_the_set_is_spoken(capsys: pytest.Capt
 
     assert run(Namespace(paths="vad,vda", json=False), CFG) == 2
     assert "--paths 'vad,vda': give one or more of whole, vad, speech" in capsys.readouterr().err
+
+
+class _Sure:
+    """A scoring stand-in: `words`, with this mean log-probability."""
+
+    sample_rate = RATE
+
+    def __init__(self, words: str, logprob: float) -> None:
+        self.words, self.logprob = words, logprob
+
+    def transcribe(self, audio: np.ndarray, cancel: threading.Event | None = None) -> str:
+        return self.words
+
+    def transcribe_scored(self, audio: np.ndarray, cancel: threading.Event | None = None) -> ScoredTranscript:
+        return ScoredTranscript(self.words, self.logprob)
+
+
+def test_evaluate_counts_the_decodes_the_second_opinion_ran_per_condition() -> None:
+    clips = [_clip(0.6, 1.0, 1.0)]
+    unsure = SecondOpinionAsr(_Sure("m", -2.0), _Sure("n", -0.1), threshold=-0.5)
+    scores = asyncio.run(evaluate(CFG, unsure, FakeVad(threshold=0.05), clips, ("speech",)))
+    assert [scores[(snr, "speech")].second_opinions for snr in (None, 20.0, 10.0, 5.0)] == [1, 1, 1, 1]
+    assert scores[(None, "speech")].hyps == ["n"]
+    sure = SecondOpinionAsr(_Sure("m", -0.1), _Sure("n", -0.1), threshold=-0.5)
+    assert asyncio.run(evaluate(CFG, sure, FakeVad(threshold=0.05), clips, ("speech",)))[(None, "speech")].second_opinions == 0
+    plain = asyncio.run(evaluate(CFG, _Length(), FakeVad(threshold=0.05), clips, ("speech",)))
+    assert plain[(None, "speech")].second_opinions is None  # not a second-opinion engine: not counted

@@ -14,7 +14,7 @@ from gateway.asreval.corpus import SENTENCES, VOICES, assignment
 from gateway.asreval.noise import KINDS, mix
 from gateway.asreval.render import Clip
 from gateway.asreval.wer import normalise, wer
-from gateway.cli.bench_asr import asr_of
+from gateway.cli.bench_asr import asr_of, engine_specs
 from gateway.config import parse_config
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -91,3 +91,10 @@ def test_the_piper_voice_speaks_the_same_set_in_every_process() -> None:
                               check=True, capture_output=True, text=True, timeout=300).stdout.split()[-1]
                for _ in range(2)}
     assert len(digests) == 1
+
+
+def test_engine_specs_with_several_keys_are_split_where_a_new_engine_starts() -> None:
+    assert engine_specs("moonshine,moonshine:beam_size=2,second_opinion=whisper,whisper:window=30s,beam_size=5") == \
+        ["moonshine", "moonshine:beam_size=2,second_opinion=whisper", "whisper:window=30s,beam_size=5"]
+    asr = asr_of("moonshine:beam_size=2,second_opinion=whisper", parse_config({}))
+    assert (asr.engine, asr.beam_size, asr.second_opinion) == ("moonshine", 2, "whisper")
