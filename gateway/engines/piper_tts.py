@@ -101,6 +101,7 @@ class PiperTts:
         except Exception as exc:  # vendor boundary: onnxruntime errors derive from Exception
             raise ModelError(f"cannot load the Piper voice {onnx}: {exc}") from exc
         self.sample_rate: int = config.sample_rate
+        self.model_path: Path = onnx  # which of the voice's files runs (tts.conv2d, the aligned one...)
         self.length_scale = length_scale
         self._syn = SynthesisConfig(length_scale=length_scale)
         # An aligned voice (model store step `piper-alignment`) has a second output: per-phoneme

@@ -1,0 +1,54 @@
+"""The conv2d Piper voice (model store step `piper-conv2d`, `tts.conv2d`): the store derives it, the
+engine loads it and it speaks the same audio as the aligned voice (its speed: models/README.md)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gateway.config import GatewayConfig
+from gateway.engines.factory import load_tts
+from gateway.engines.piper_tts import PiperTts
+from gateway.engines.store import ModelStore
+
+pytestmark = pytest.mark.models
+
+VOICE = "piper-joe-medium"
+TEXT = "Please turn off the kitchen lights. The washing machine has finished its cycle."
+
+
+@pytest.fixture(scope="module")
+def files(prepared_cfg: GatewayConfig) -> dict:
+    return ModelStore(prepared_cfg).files_of(VOICE)
+
+
+def test_the_store_derives_and_verifies_the_conv2d_voice(prepared_cfg: GatewayConfig, files: dict) -> None:
+    store = ModelStore(prepared_cfg)
+    assert files["conv2d_model"].is_file() and not files["conv2d_model"].is_symlink()
+    assert store.verify(VOICE) == []
+    entry = store.entry(VOICE)
+    (f,) = [f for f in entry.files if f.role == "conv2d_model"]
+    assert f.derive == "piper-conv2d" and f.derived_from == "en_US-joe-medium.aligned.onnx"
+
+
+def test_conv2d_voice_speaks_what_the_aligned_voice_speaks(files: dict) -> None:
+    aligned = PiperTts(files["aligned_model"], files["config"], num_threads=1).steady()
+    conv2d = PiperTts(files["conv2d_model"], files["config"], num_threads=1).steady()
+    assert conv2d.has_alignments and conv2d.sample_rate == aligned.sample_rate
+    a, b = list(aligned.synthesize(TEXT)), list(conv2d.synthesize(TEXT))
+    assert len(a) == len(b) == 2  # one chunk per sentence
+    for x, y in zip(a, b, strict=True):
+        assert x.pcm.shape == y.pcm.shape and np.abs(y.pcm).max() > 10000  # speech, not silence
+        assert x.phonemes == y.phonemes  # the same durations: the visemes stay aligned
+        err = np.sum((x.pcm.astype(np.float64) - y.pcm) ** 2) / np.sum(x.pcm.astype(np.float64) ** 2)
+        assert err < 1e-5  # within -50 dB (measured ~-90 dB: the same arithmetic, another order)
+
+
+def test_tts_conv2d_selects_the_conv2d_voice_and_off_the_aligned_one(prepared_cfg: GatewayConfig) -> None:
+    store = ModelStore(prepared_cfg)
+    on = prepared_cfg.model_copy(update={"tts": prepared_cfg.tts.model_copy(update={"conv2d": True})})
+    assert prepared_cfg.tts.conv2d is False
+    tts_on, tts_off = load_tts(on, store), load_tts(prepared_cfg, store)
+    assert tts_on.model_path.name == "en_US-joe-medium.aligned.conv2d.onnx"
+    assert tts_off.model_path.name == "en_US-joe-medium.aligned.onnx"
+    assert sum(len(c.pcm) for c in tts_on.synthesize("Hello there.")) > 0.3 * tts_on.sample_rate
