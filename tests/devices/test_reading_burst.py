@@ -70,6 +70,36 @@ async def test_a_failed_ack_ends_the_session_at_the_next_reading_and_later_acks_
     assert sent == [1]
 
 
+async def test_acks_of_readings_stored_out_of_order_go_in_order_and_a_full_window_starts_no_store():
+    sent: list[int] = []
+
+    async def send(message: ReadingAck) -> None:
+        sent.append(message.seq)
+
+    loop = asyncio.get_running_loop()
+    stores: dict[int, asyncio.Future[ReadingAck]] = {}
+
+    def start(seq: int) -> asyncio.Future[ReadingAck]:
+        stores[seq] = loop.create_future()
+        return stores[seq]
+
+    acks = ReadingAcks(send, window=3)
+    for seq in (1, 2, 3):
+        await acks.submit(partial(start, seq))
+    fourth = asyncio.ensure_future(acks.submit(partial(start, 4)))
+    await asyncio.sleep(0.01)
+    assert 4 not in stores and not fourth.done()  # the window is full: its store has not started
+    for seq in (3, 2):  # committed out of order: nothing may go before reading 1's ack
+        stores[seq].set_result(ReadingAck(seq, ReadingStatus.STORED))
+    await asyncio.sleep(0.01)
+    assert sent == [] and not fourth.done()
+    stores[1].set_result(ReadingAck(1, ReadingStatus.STORED))
+    await asyncio.wait_for(fourth, 1)  # room again: reading 4's store starts
+    assert sent == [1, 2, 3] and 4 in stores
+    await acks.close()
+    assert sent == [1, 2, 3] and stores[4].cancelled()  # dropped with the session, not sent
+
+
 @pytest.mark.asyncio(loop_scope="session")
 async def test_a_burst_of_readings_over_mqtt_is_acked_in_order_each_stored_once(fake_runner, tmp_path):
     cfg = parse_config({"devices": {"database": str(tmp_path / "g.db"), "open_enrolment": True,
