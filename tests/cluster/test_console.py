@@ -23,7 +23,7 @@ from websockets.asyncio.client import connect
 from gateway.links.mosquitto import find_mosquitto
 from tests.cluster.served_box import box_served_by_one
 from tests.console.conftest import Client
-from tests.console.browser import AUTOPLAY_ARGS as ARGS, ARTIFACTS, CHROMIUM, log_in
+from tests.console.browser import AUTOPLAY_ARGS as ARGS, ARTIFACTS, CHROMIUM, console_page
 from tests.links.conftest import free_port
 
 pytestmark = pytest.mark.skipif(find_mosquitto() is None, reason="needs mosquitto (Debian package mosquitto)")
@@ -99,10 +99,7 @@ async def test_the_other_members_console_pages_show_the_turn_and_the_serving_mem
         async with async_playwright() as pw:
             browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
             try:
-                page = await browser.new_page()
-                errors: list[str] = []
-                page.on("pageerror", lambda e: errors.append(str(e)))
-                await log_in(page, f"http://127.0.0.1:{ports[other]}", PASSWORD)
+                page, errors = await console_page(browser, f"http://127.0.0.1:{ports[other]}", PASSWORD)
                 row = page.locator("#cluster-devices tbody tr", has_text=BOX)  # the Devices page, first shown
                 await expect(row.locator("td.served-by")).to_have_text(server, timeout=15_000)
                 await expect(page.locator("#cluster-member")).to_have_text(f"this gateway is member {other}")

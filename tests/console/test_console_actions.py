@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from firmware_protocol import Action as ActionMessage
-from tests.console.browser import ARGS, ARTIFACTS, CHROMIUM, log_in
+from tests.console.browser import ARGS, ARTIFACTS, CHROMIUM, console_page
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 THANKS = "social.thanks,thanks,warm,0.46,61,1,"
@@ -78,10 +78,7 @@ async def test_the_replies_page_edits_the_action_rules_with_the_errors_next_to_t
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         try:
-            page = await browser.new_page(viewport={"width": 412, "height": 915})
-            errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            await log_in(page, console_gateway.base)
+            page, errors = await console_page(browser, console_gateway.base, viewport={"width": 412, "height": 915})
             await page.wait_for_selector("nav button[data-page=replies]")
             await page.click("nav button[data-page=replies]")
             await expect(page.locator("#act-text")).to_have_value(original)

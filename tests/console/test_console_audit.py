@@ -21,7 +21,7 @@ from firmware_protocol import ReadingAck, SensorReading, decode, encode
 from gateway.devices.auth import add_device
 from gateway.links.http_log import HttpAnswerFilter
 
-from tests.console.browser import ARGS, ARTIFACTS, CHROMIUM, log_in
+from tests.console.browser import ARGS, ARTIFACTS, CHROMIUM, console_page
 from tests.console.test_console_api import _connect
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -120,11 +120,8 @@ async def test_on_a_phone_a_memory_is_edited_in_its_row_and_the_whole_token_is_s
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         try:
-            context = await browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
-            page = await context.new_page()
-            errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            await log_in(page, console_gateway.base)
+            page, errors = await console_page(browser, console_gateway.base, viewport=PHONE, is_mobile=True,
+                                              has_touch=True)
 
             # Devices: the credentials of a new device fit the phone's screen (the token is not cut)
             await page.fill("#add-id", "phone-added-box")
@@ -187,9 +184,8 @@ async def test_on_a_small_phone_no_page_needs_a_sideways_scroll(console_gateway)
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         try:
-            context = await browser.new_context(viewport={"width": 360, "height": 800}, is_mobile=True)
-            page = await context.new_page()
-            await log_in(page, console_gateway.base)
+            page, _ = await console_page(browser, console_gateway.base, viewport={"width": 360, "height": 800},
+                                         is_mobile=True)
             wider = {}
             for name, ready in (("devices", "#registered"), ("readings", "#r-chart"), ("conversations", "#c-table"),
                                 ("memory", "#rules"), ("replies", "#act-text"), ("health", "#h-ports tbody tr")):

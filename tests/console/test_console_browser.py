@@ -14,7 +14,7 @@ import pytest
 
 from gateway.devices import activation
 
-from tests.console.browser import ARGS, ARTIFACTS, CHROMIUM
+from tests.console.browser import ARGS, ARTIFACTS, CHROMIUM, console_page
 from tests.console.conftest import PASSWORD
 from tests.console.test_console_api import _connect, _send_reading
 
@@ -37,9 +37,7 @@ async def test_a_carer_logs_in_approves_a_box_adds_a_cuff_and_sees_its_readings_
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         try:
-            page = await browser.new_page(viewport=PHONE)
-            errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
+            page, errors = await console_page(browser, console_gateway.base, None, viewport=PHONE)  # not logged in
             answer = await page.goto(f"{console_gateway.base}/console")
             assert answer is not None and answer.status == 401  # the login form, no data
             await page.fill("#password", "not the password")

@@ -14,7 +14,7 @@ import pytest
 
 from gateway.devices.auth import add_device
 
-from tests.console.browser import ARGS, ARTIFACTS, CHROMIUM, log_in
+from tests.console.browser import ARGS, ARTIFACTS, CHROMIUM, console_page
 from tests.console.test_console_api import _connect, _send_reading
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"),
@@ -30,10 +30,7 @@ async def test_map_a_cuff_to_a_person_make_a_rule_see_it_fire_and_view_the_portr
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         try:
-            page = await browser.new_page(viewport={"width": 1000, "height": 900})
-            errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            await log_in(page, console_gateway.base)
+            page, errors = await console_page(browser, console_gateway.base, viewport={"width": 1000, "height": 900})
 
             # Devices: cuff-frank has its own memory until it is given to frank
             row = page.locator("#registered tbody tr", has_text="cuff-frank")

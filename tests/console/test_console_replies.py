@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from tests.console.browser import ARGS, ARTIFACTS, CHROMIUM, log_in
+from tests.console.browser import ARGS, ARTIFACTS, CHROMIUM, console_page
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 PILLS = '''  - name: pills
@@ -65,8 +65,7 @@ async def test_the_replies_page_shows_the_error_next_to_its_line_and_saves_a_goo
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         try:
-            page = await browser.new_page(viewport={"width": 412, "height": 915})
-            await log_in(page, console_gateway.base)
+            page, _ = await console_page(browser, console_gateway.base, viewport={"width": 412, "height": 915})
             await page.wait_for_selector("nav button[data-page=replies]")
             await page.click("nav button[data-page=replies]")
             await expect(page.locator("#rep-text")).to_have_value(original)
