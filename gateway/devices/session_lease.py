@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 
 class DeviceLeases(Protocol):
-    """What a session needs of the cluster node (gateway/cluster/node.py ClusterNode)."""
+    """What a session needs of the cluster (gateway/cluster/roaming_leases.py RoamingLeases, the node's `.roaming`)."""
 
     async def take(self, device_id: str, on_lost: Callable[[str], None]) -> int | None:
         """The lease is this gateway's now: its epoch; `on_lost(why)` once if it goes. None: not taken."""
