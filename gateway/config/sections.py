@@ -67,7 +67,6 @@ _ASR_FILES: dict[str, tuple[str, ...]] = {
 
 
 _ASR_DEFAULT_MODEL = {"whisper": "whisper-tiny-en"}  # asr.model when not given; else moonshine-base-en
-_ASR_DEFAULT_BEAM = {"moonshine": 2}  # asr.beam_size when not given; else 1 (greedy)
 
 
 class AsrConfig(_Section):
@@ -77,8 +76,7 @@ class AsrConfig(_Section):
     # moonshine: which decoder runs: the derived int8-weight one (int8), the derived float one
     # (float, ~+100 MB), or the packaged one (packaged: dequantizes at every step, slow)
     moonshine_decoder: Literal["int8", "float", "packaged"] = "int8"
-    # moonshine and whisper: 1 = greedy, more = beam search; the default depends on the engine (_ASR_DEFAULT_BEAM)
-    beam_size: int = Field(1, ge=1, le=10)
+    beam_size: int = Field(1, ge=1, le=10)  # moonshine and whisper: 1 = greedy, more = beam search
     # moonshine only: decode again with Whisper tiny.en when Moonshine is unsure (empty, looped, or
     # mean token log-probability below second_opinion_below), keep the surer transcript
     # (gateway/engines/asr_second_opinion.py)
@@ -98,9 +96,7 @@ class AsrConfig(_Section):
     @classmethod
     def _model_of_engine(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("model") is None and data.get("engine") in _ASR_DEFAULT_MODEL:
-            data = {**data, "model": _ASR_DEFAULT_MODEL[data["engine"]]}
-        if isinstance(data, dict) and data.get("beam_size") is None:
-            data = {**data, "beam_size": _ASR_DEFAULT_BEAM.get(data.get("engine", "moonshine"), 1)}
+            return {**data, "model": _ASR_DEFAULT_MODEL[data["engine"]]}
         return data
 
     @model_validator(mode="after")

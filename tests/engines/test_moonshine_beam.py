@@ -146,27 +146,24 @@ def test_a_cancelled_beam_decode_stops_at_its_next_step(beam2: MoonshineOnnxAsr,
     assert calls == [1, 2, 2]  # the start token alone, then both beams in one batch
 
 
-def test_the_default_beam_is_the_engines_own() -> None:
+def test_greedy_is_the_default_and_beams_are_asked_for() -> None:
     from gateway.config import parse_config
 
-    assert parse_config({}).asr.beam_size == 2  # moonshine, the default engine: beam 2
-    assert parse_config({"asr": {"engine": "whisper"}}).asr.beam_size == 1  # whisper: greedy
-    assert parse_config({"asr": {"beam_size": 1}}).asr.beam_size == 1  # greedy Moonshine when asked for
+    assert parse_config({}).asr.beam_size == 1  # moonshine, the default engine: greedy
+    assert parse_config({"asr": {"beam_size": 2}}).asr.beam_size == 2
 
 
 @pytest.mark.models
-def test_the_default_config_decodes_moonshine_with_two_beams(prepared_cfg: GatewayConfig, speech16k) -> None:
-    asr = load_asr(prepared_cfg, ModelStore(prepared_cfg))
-    assert isinstance(asr, MoonshineOnnxAsr)
-    run, batches = asr._dec.run, []
+def test_asr_beam_size_two_decodes_both_beams_in_one_batch(beam2: MoonshineOnnxAsr, speech16k) -> None:
+    run, batches = beam2._dec.run, []
 
     def counting(names, feeds):  # noqa: ANN001, ANN202
         batches.append(feeds["input_ids"].shape[0])
         return run(names, feeds)
 
-    asr._dec.run = counting  # type: ignore[method-assign]
+    beam2._dec.run = counting  # type: ignore[method-assign]
     try:
-        assert _words(asr.transcribe(speech16k("What time is it?"))) == ["what", "time", "is", "it"]
+        assert _words(beam2.transcribe(speech16k("What time is it?"))) == ["what", "time", "is", "it"]
     finally:
-        asr._dec.run = run  # type: ignore[method-assign]
+        beam2._dec.run = run  # type: ignore[method-assign]
     assert batches[0] == 1 and set(batches[1:]) == {2}
