@@ -1,9 +1,9 @@
 """Derive a Piper voice whose 1-D convolutions run as 2-D ones (model store step `piper-conv2d`).
 
 onnxruntime's CPU provider runs 1-D `Conv` nodes with im2col + GEMM; only 2-D ones are taken by
-its NCHWc layout optimiser (blocked direct convolution, x86-64 and arm64), at graph
-optimisation level "all" (the default). A VITS voice is 1-D convolutions throughout, ~80% of its
-CPU. This rewrite:
+its NCHWc layout optimiser (blocked direct convolution), at graph optimisation level "all" (the
+default). A VITS voice is 1-D convolutions throughout, ~80% of its CPU. Measured on x86-64 only
+(models/README.md, "Piper's own cost"), not yet on an arm64 Pi. This rewrite:
 
 - runs the HiFi-GAN decoder (`/dec/*`, the part that works at the audio rate) on [N, C, 1, T]
   tensors: one `Unsqueeze` where it starts, one `Squeeze` after its final `Tanh`, every `Conv`
