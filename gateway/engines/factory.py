@@ -72,7 +72,8 @@ def load_asr(cfg: GatewayConfig, store: ModelStore, progress: Progress = _quiet)
     if a.engine == "moonshine" and a.second_opinion == "whisper":
         from gateway.engines.asr_second_opinion import SecondOpinionAsr
 
-        first = load_asr(cfg.model_copy(update={"asr": a.model_copy(update={"second_opinion": "none"})}), store, progress)
+        alone = a.model_copy(update={"second_opinion": "none"})
+        first = load_asr(cfg.model_copy(update={"asr": alone}), store, progress)
         whisper = AsrConfig(engine="whisper", num_threads=a.num_threads, compute_type=a.compute_type, window=a.window)
         second = load_asr(cfg.model_copy(update={"asr": whisper}), store, progress)
         return SecondOpinionAsr(first, second, a.second_opinion_below)  # type: ignore[arg-type]  # both score

@@ -5,9 +5,10 @@ the next token's log-probabilities of each (one batched decoder run), keeps the 
 continuations, and sets a continuation that ends (EOS among the best `beam_size`) or starts
 repeating itself (gateway/engines/decode_loop.py: cut to one copy) aside as finished. It stops
 when `beam_size` transcripts have finished (as CTranslate2's beam search does with patience 1),
-when no open beam could still beat the best finished one (`_settled`), or at the length bound, and returns the finished one with the best length-normalized score:
-the sum of its tokens' log-probabilities (EOS included) over its length, Whisper's and
-CTranslate2's default. With `beam_size` 1 this is greedy decoding: the argmax at every step.
+when no open beam could still beat the best finished one (`_settled`), or at the length bound,
+and returns the finished one with the best length-normalized score: the sum of its tokens'
+log-probabilities (EOS included) over its length, Whisper's and CTranslate2's default. With
+`beam_size` 1 this is greedy decoding: the argmax at every step.
 
 `step(tokens, parents)` runs the decoder for one token per beam: `tokens[i]` continues the beam
 `parents[i]` of the previous step (None at the first step, which has one beam: the start token),
