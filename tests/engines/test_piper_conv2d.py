@@ -52,3 +52,20 @@ def test_tts_conv2d_selects_the_conv2d_voice_and_off_the_aligned_one(prepared_cf
     assert tts_on.model_path.name == "en_US-joe-medium.aligned.conv2d.onnx"
     assert tts_off.model_path.name == "en_US-joe-medium.aligned.onnx"
     assert sum(len(c.pcm) for c in tts_on.synthesize("Hello there.")) > 0.3 * tts_on.sample_rate
+
+
+def test_without_a_conv2d_file_tts_conv2d_logs_a_warning_and_runs_the_aligned_voice(
+        tmp_path, make_config, manifest_path, caplog: pytest.LogCaptureFixture) -> None:
+    import yaml
+
+    data = yaml.safe_load(manifest_path.read_text(encoding="utf-8"))
+    (voice,) = [m for m in data["models"] if m["name"] == VOICE]
+    voice["files"] = [f for f in voice["files"] if f.get("derive") != "piper-conv2d"]
+    data["models"] = [voice]
+    manifest = tmp_path / "manifest.yaml"
+    manifest.write_text(yaml.safe_dump(data), encoding="utf-8")
+    cfg = make_config(tmp_path / "models", manifest, tts={"conv2d": True})
+    with caplog.at_level("WARNING", logger="gateway.engines.factory"):
+        tts = load_tts(cfg, ModelStore(cfg))
+    assert tts.model_path.name == "en_US-joe-medium.aligned.onnx"
+    assert any("tts.conv2d" in r.getMessage() and VOICE in r.getMessage() for r in caplog.records)
