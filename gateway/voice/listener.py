@@ -10,6 +10,7 @@ hop as the VAD, and its detections come back as `Woke`, in audio order with the 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections import deque
 from dataclasses import dataclass
 
@@ -38,7 +39,7 @@ class Woke:
 
 def _level_db(window: np.ndarray) -> float:
     """A window's level (dB of its mean power; the endpointer's relative_drop_db compares them)."""
-    return 10.0 * float(np.log10(float(np.dot(window, window)) / max(1, window.size) + 1e-10))
+    return 10.0 * math.log10(float(np.dot(window, window)) / max(1, window.size) + 1e-10)
 
 
 class Listener:
@@ -90,16 +91,20 @@ class Listener:
         n = len(self._pending) // self._win
         windows = [self._pending[i * self._win : (i + 1) * self._win] for i in range(n)]
         self._pending = self._pending[n * self._win :]
-        decisions, woke = await asyncio.gather(self._decide(windows), self._wake_words(audio))
+        if self._wake is None:  # no second hop to wait for: no tasks of a gather (two per chunk)
+            decisions, woke = await self._decide(windows), []
+        else:
+            decisions, woke = await asyncio.gather(self._decide(windows), self._wake_words(audio))
         heard: list[Heard | Woke] = []
         window_ms = 1000.0 * self._win / ASR_RATE
+        levels = self._ep.relative_drop_db > 0  # a window's level is only compared with relative_drop_db on
         for window, speech in zip(windows, decisions):
             self._position_ms += window_ms
             if self.in_speech:
                 self._utterance.append(window)
             else:
                 self._preroll.append(window)
-            for event in self._ep.push(speech, window_ms, _level_db(window)):
+            for event in self._ep.push(speech, window_ms, _level_db(window) if levels else None):
                 heard.append(Heard(event, self._position_ms))
                 if event is Event.SPEECH_START:
                     self.in_speech = True
