@@ -14,7 +14,7 @@ from gateway.engines.store import ModelStore
 pytestmark = pytest.mark.models
 
 VOICE = "piper-joe-medium"
-TEXT = "Please turn off the kitchen lights. The washing machine has finished its cycle."
+TEXT = "The garden gate is open again. Our neighbour brought us fresh apples today."
 
 
 @pytest.fixture(scope="module")
