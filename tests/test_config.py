@@ -107,6 +107,17 @@ def test_the_whisper_engine_takes_its_own_model_and_settings() -> None:
     assert parse_config({"asr": {"engine": "moonshine"}}).asr.model == "moonshine-base-en"
 
 
+def test_the_asr_names_the_models_it_runs_its_second_opinion_included() -> None:
+    assert parse_config({}).asr.models() == {"moonshine-base-en"}
+    assert parse_config({"asr": {"engine": "whisper"}}).asr.models() == {"whisper-tiny-en"}
+    both = parse_config({"asr": {"second_opinion": "whisper", "num_threads": 3}}).asr
+    assert both.models() == {"moonshine-base-en", "whisper-tiny-en"}
+    second = both.second_opinion_asr()
+    assert second is not None and (second.engine, second.model, second.num_threads) == ("whisper", "whisper-tiny-en", 3)
+    assert parse_config({"asr": {"engine": "transducer", "encoder": "e", "decoder": "d", "joiner": "j",
+                                 "tokens": "t"}}).asr.models() == set()
+
+
 @pytest.mark.parametrize(("asr", "key"), [
     ({"engine": "whisper", "beam_size": 0}, "asr.beam_size"),
     ({"engine": "whisper", "compute_type": "int4"}, "asr.compute_type"),

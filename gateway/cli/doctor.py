@@ -42,9 +42,7 @@ def _used_models(cfg: GatewayConfig) -> set[str]:
     used = {cfg.vad.model, cfg.tts.voice}
     if cfg.memory.enabled and cfg.memory.embedding == "all-minilm-l6-v2-int8":
         used |= {"all-minilm-l6-v2-int8", "all-minilm-l6-v2-tokenizer"}
-    if cfg.asr.engine == "moonshine":
-        used.add(cfg.asr.model)
-    return used
+    return used | cfg.asr.models()
 
 
 def _models(cfg: GatewayConfig, store: ModelStore) -> tuple[list[Check], bool]:

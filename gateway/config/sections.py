@@ -106,6 +106,19 @@ class AsrConfig(_Section):
                              f"double-checks), not {self.engine!r}: set second_opinion: none")
         return self
 
+    def second_opinion_asr(self) -> "AsrConfig | None":
+        """The engine that double-checks this one (asr.second_opinion), or None."""
+        if self.second_opinion != "whisper":
+            return None
+        return AsrConfig(engine="whisper", num_threads=self.num_threads, compute_type=self.compute_type,
+                         window=self.window)
+
+    def models(self) -> set[str]:
+        """The manifest models this ASR runs (the downloaded transducer / paraformer files are none)."""
+        own = {self.model} if self.engine in ("moonshine", "moonshine-sherpa", "whisper") else set()
+        second = self.second_opinion_asr()
+        return own | (second.models() if second else set())
+
     @model_validator(mode="after")
     def _files_match_engine(self) -> "AsrConfig":
         needed = set(_ASR_FILES[self.engine])

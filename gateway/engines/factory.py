@@ -69,12 +69,11 @@ def load_asr(cfg: GatewayConfig, store: ModelStore, progress: Progress = _quiet)
                              f"needs one, e.g. whisper-tiny-en)")
         return WhisperCt2Asr(files["model"].parent, num_threads=a.num_threads, beam_size=a.beam_size,
                              language=a.language, compute_type=a.compute_type, window=a.window)
-    if a.engine == "moonshine" and a.second_opinion == "whisper":
+    if (whisper := a.second_opinion_asr()) is not None:
         from gateway.engines.asr_second_opinion import SecondOpinionAsr
 
         alone = a.model_copy(update={"second_opinion": "none"})
         first = load_asr(cfg.model_copy(update={"asr": alone}), store, progress)
-        whisper = AsrConfig(engine="whisper", num_threads=a.num_threads, compute_type=a.compute_type, window=a.window)
         second = load_asr(cfg.model_copy(update={"asr": whisper}), store, progress)
         return SecondOpinionAsr(first, second, a.second_opinion_below)  # type: ignore[arg-type]  # both score
     if a.engine in ("moonshine", "moonshine-sherpa"):

@@ -79,3 +79,20 @@ def test_a_busy_mqtt_or_coap_port_fails_and_names_its_config_key(prepared_cfg: G
     assert f"FAIL embedded MQTT broker port 127.0.0.1:{mqtt_port} is in use by pid {os.getpid()}" in text
     assert f"FAIL CoAP (UDP) port 127.0.0.1:{coap_port} is in use" in text
     assert "mqtt.port" in text and "coap.port" in text
+
+
+
+@pytest.mark.parametrize(("asr", "used", "unused"), [
+    ({"engine": "whisper"}, {"whisper-tiny-en"}, {"moonshine-base-en"}),
+    ({"second_opinion": "whisper"}, {"moonshine-base-en", "whisper-tiny-en"}, set()),
+])
+def test_an_unprepared_asr_model_the_config_runs_fails_and_one_it_does_not_warns(
+    tmp_path: Path, make_config, asr: dict, used: set[str], unused: set[str]
+) -> None:
+    lines: list[str] = []
+    cfg = make_config(tmp_path, server={"host": "127.0.0.1", "websocket_port": _free_port()}, asr=asr)
+    assert run_doctor(cfg, lines.append) == 1
+    for name in used:
+        assert f"FAIL model {name}: not prepared" in lines, lines
+    for name in unused:
+        assert f"WARN model {name} (not used by this config): not prepared" in lines, lines
