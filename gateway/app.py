@@ -37,6 +37,7 @@ from gateway.devices.retention import ReadingRetention, SqlitePruner
 from gateway.devices.session import SessionServices, serve_device
 from gateway.engines.factory import load_engines
 from gateway.engines.runner import EngineRunner
+from gateway.engines.tts_cache import TtsCache
 from gateway.engines.wake_word import MicroWakeWords
 from gateway.expression.service import ExpressionService
 from gateway.links.base import DeviceConnection, DeviceLink, LinkServices
@@ -74,8 +75,10 @@ def load_runner(cfg: GatewayConfig, progress: Callable[[str], None]) -> EngineRu
     engines.asr.transcribe(resample(speech, chunks[0].sample_rate, engines.asr.sample_rate))
     progress(f"models ready in {time.monotonic() - started:.1f} s")
     e = cfg.engines
+    cache = TtsCache(cfg.tts.cache_seconds) if cfg.tts.cache_seconds > 0 else None
     return EngineRunner(engines.vad, engines.asr, engines.tts, asr_workers=e.asr_workers,
-                        tts_workers=e.tts_workers, max_waiting_turns=e.max_waiting_turns, wake=wake)
+                        tts_workers=e.tts_workers, max_waiting_turns=e.max_waiting_turns, wake=wake,
+                        tts_cache=cache)
 
 
 @dataclass

@@ -78,6 +78,11 @@ def _loop_cpu_s() -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _cache_counts(runner: EngineRunner) -> tuple[int, int]:
+    cache = runner.tts_cache
+    return (cache.hits, cache.misses) if cache is not None else (0, 0)
+
+
 def _waits(runner: EngineRunner) -> tuple[int, int]:
     """Calls that waited for a worker so far (asr, tts)."""
     return runner.asr_admission.waited, runner.tts_admission.waited
@@ -91,6 +96,7 @@ def _load() -> float:
 async def _round(url: str, tag: str, plans: list[list[tuple[float, str, np.ndarray]]], metrics, runner: EngineRunner) -> dict:
     before = len(metrics())
     waits0 = _waits(runner)
+    cache0 = _cache_counts(runner)
     boxes = [Box(url, f"cap-{tag}-{i}") for i in range(len(plans))]
     threads0 = thread_cpu()
     cpu0, loop0, wall0, load0 = _cpu_s(), _loop_cpu_s(), time.monotonic(), _load()
@@ -105,6 +111,7 @@ async def _round(url: str, tag: str, plans: list[list[tuple[float, str, np.ndarr
     asr = [m.asr_after_endpoint_ms for m in done]
     tts = [m.first_tts_ms for m in done if m.first_tts_ms]
     failed = [str(r) for r in results if isinstance(r, BaseException)] + [t.error for t in turns if t.error]
+    cache = _cache_counts(runner)
     return {"boxes": len(plans), "turns": len(turns), "answered": len(lat),
             "p50_ms": round(percentile(lat, 0.5)), "p95_ms": round(percentile(lat, 0.95)),
             "max_ms": round(max(lat)) if lat else None,
@@ -113,6 +120,8 @@ async def _round(url: str, tag: str, plans: list[list[tuple[float, str, np.ndarr
             "replies": sorted({m.reply[:60] for m in done}),
             "wer": round(errors / words, 3) if words else None,
             "waited": [b - a for a, b in zip(waits0, _waits(runner))],  # asr, tts calls that waited for a worker
+            # texts answered from the TTS cache (tts.cache_seconds), and texts looked up in it
+            "tts_cache_hits": cache[0] - cache0[0], "tts_cache_lookups": sum(cache) - sum(cache0),
             "cpu_pct": round(100 * cpu / wall), "loop_cpu_pct": round(100 * loop_cpu / wall),
             # process CPU (gateway and boxes) per question answered: what a turn costs the machine
             "cpu_s_per_turn": round(cpu / len(lat), 2) if lat else None,
@@ -205,6 +214,9 @@ def print_report(report: dict) -> None:
         for r in rows:
             if "asr_thrown_away" in r:
                 print(cancels_line(r))
+        for r in rows:
+            if r.get("tts_cache_lookups"):
+                print(f"{r['boxes']:>3} TTS texts answered from the cache: {r['tts_cache_hits']} of {r['tts_cache_lookups']}")
     print(f"\ncapacity: {report['capacity']} boxes (p95 within 1.5x of N=1: <= {report['deadline_ms']} ms)")
 
 
@@ -213,6 +225,8 @@ def run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
         print(f"  {line}", file=sys.stderr, flush=True)
 
     sizes = args.sizes or ([1, 2, 4, 8, 16, 24, 32] if args.large else [1, 2, 4, 8, 16])
+    if args.tts_cache_seconds is not None:
+        cfg = cfg.model_copy(update={"tts": cfg.tts.model_copy(update={"cache_seconds": args.tts_cache_seconds})})
     report = asyncio.run(_run(cfg, sizes, args.turns, args.spread, say))
     print(json.dumps(report, indent=2) if args.json else "", end="" if not args.json else "\n")
     if not args.json:
@@ -227,5 +241,8 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--large", action="store_true", help="also 24 and 32 boxes")
     p.add_argument("--turns", type=int, default=12, help="at least this many questions per N (default 12)")
     p.add_argument("--spread", type=float, default=4.0, help="first questions start within this many seconds (default 4)")
+    p.add_argument("--tts-cache-seconds", type=float, metavar="S",
+                   help="tts.cache_seconds for this run (0: every reply synthesized, the compute bound; the "
+                        "local brain's replies to the benchmark's questions repeat, so the cache answers most)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=run)

@@ -140,6 +140,9 @@ class TtsConfig(_Section):
     # The voice with its 1-D convolutions run as 2-D ones, when the manifest derives one
     # (gateway/engines/piper_conv2d.py): less CPU per second of speech, the same audio.
     conv2d: bool = False
+    # Seconds of synthesized audio kept for texts said again (gateway/engines/tts_cache.py; ~2.6 MB
+    # per minute at the voice's 22.05 kHz); 0 = synthesize every text.
+    cache_seconds: float = Field(60.0, ge=0.0, le=3600.0)
 
 
 class EnginesConfig(_Section):

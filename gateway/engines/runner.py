@@ -32,6 +32,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 import numpy as np
 
 from gateway.engines.admission import Admission
+from gateway.engines.tts_cache import TtsCache
 from gateway.engines.base import AsrEngine, DecodeCancelled, SynthChunk, TtsEngine, VadEngine
 from gateway.engines.vad_batch import BatchVad, VadBatcher
 from gateway.engines.wake_word import WakeDetection, WakeWordDetector, WakeWordEngine
@@ -107,8 +108,9 @@ class Cancels:
 class EngineRunner:
     def __init__(self, vad: VadEngine, asr: AsrEngine, tts: TtsEngine, *, asr_workers: int = 1,
                  tts_workers: int = 1, max_waiting_turns: int | None = None,
-                 wake: WakeWordEngine | None = None) -> None:
+                 wake: WakeWordEngine | None = None, tts_cache: TtsCache | None = None) -> None:
         self.vad = vad
+        self.tts_cache = tts_cache  # None: every text is synthesized (tts.cache_seconds 0)
         self.wake = wake  # None: no device of this config listens for a wake word (listen.mode)
         self.asr = asr
         self.tts = tts
@@ -181,7 +183,10 @@ class EngineRunner:
     async def synthesize(self, text: str, who: str = "", deadline: float | None = None) -> list[SynthChunk]:
         """All chunks of `text` (piper yields one chunk per sentence). `deadline`: the clock time
         (time.monotonic) its audio is needed, None = now (a reply's first audio). Cancelled while
-        its thread runs, the synthesis still runs to its end (counted in `tts_cancels`)."""
+        its thread runs, the synthesis still runs to its end (counted in `tts_cancels`). A text in
+        the cache is answered from it at once, without a worker (gateway/engines/tts_cache.py)."""
+        if self.tts_cache is not None and (cached := self.tts_cache.get(text)) is not None:
+            return cached
         call, cancels = Call(), self.tts_cancels
         cancels.calls += 1
 
@@ -190,6 +195,8 @@ class EngineRunner:
             it: Iterator[SynthChunk] = self.tts.synthesize(text)
             chunks = list(it)
             cancels.returned(call, time.thread_time() - started)
+            if self.tts_cache is not None:
+                self.tts_cache.put(text, chunks)
             return chunks
 
         try:
