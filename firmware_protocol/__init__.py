@@ -13,34 +13,13 @@ from .framing import (
     decode_stream_frame,
     encode_stream_frame,
 )
-from .messages import (
-    MESSAGE_NAMES,
-    MESSAGE_TYPES,
-    RESERVED_TYPE_RANGES,
-    Abort,
-    Action,
-    AudioChunk,
-    AudioStart,
-    AudioStop,
-    Error,
-    ExpressionSetup,
-    Hello,
-    ListenState,
-    Message,
-    Mouth,
-    Ping,
-    Pong,
-    ReadingAck,
-    ReplyText,
-    SensorReading,
-    Sentiment,
-    ServoKeyframes,
-    TextInput,
-    Transcript,
-    VadEvent,
-    Visemes,
-    Welcome,
-)
+from .audio_messages import AudioChunk, AudioStart, AudioStop
+from .expression_messages import Action, ExpressionSetup, Mouth, Sentiment, ServoKeyframes, Visemes
+from .message import Message
+from .messages import MESSAGE_NAMES, MESSAGE_TYPES, RESERVED_TYPE_RANGES
+from .reading_messages import ReadingAck, SensorReading
+from .session_messages import Abort, Error, Hello, Ping, Pong, Welcome
+from .turn_messages import ListenState, ReplyText, TextInput, Transcript, VadEvent
 from .values import (
     CODECS,
     PROTOCOL_VERSION,

@@ -8,7 +8,8 @@ from typing import Any
 
 from .errors import ErrorCode, ProtocolError, malformed
 from .fields import Reader
-from .messages import MESSAGE_CLASSES, MESSAGE_NAMES, MESSAGE_TYPES, Message, checked_fields, reserved_range, wire_fields
+from .message import Message, checked_fields, wire_fields
+from .messages import MESSAGE_CLASSES, MESSAGE_NAMES, MESSAGE_TYPES, reserved_range
 
 
 def encode(msg: Message) -> bytes:

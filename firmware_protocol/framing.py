@@ -14,7 +14,7 @@ from cobs import cobs
 
 from .codec import decode, encode
 from .errors import ErrorCode, ProtocolError
-from .messages import Message
+from .message import Message
 
 DELIMITER = b"\x00"
 CRC_SIZE = 2

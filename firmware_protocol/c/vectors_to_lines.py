@@ -24,7 +24,7 @@ from gen_tables import c_kind  # noqa: E402
 
 from firmware_protocol.codec import from_dict  # noqa: E402
 from firmware_protocol.framing import DEFAULT_MAX_FRAME_BYTES  # noqa: E402
-from firmware_protocol.messages import wire_fields  # noqa: E402
+from firmware_protocol.message import wire_fields  # noqa: E402
 from firmware_protocol.vectors import INVALID_FILE, VALID_FILE  # noqa: E402
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from cobs import cobs
 
 from ..framing import crc16_ccitt_false
-from ..messages import (
+from .. import (
     Abort,
     Action,
     AudioChunk,

@@ -14,7 +14,7 @@ import sys
 import time
 from typing import Any
 
-from firmware_protocol.messages import DEVICE_ID_PATTERN
+from firmware_protocol.session_messages import DEVICE_ID_PATTERN
 from gateway.config import GatewayConfig
 from gateway.devices import activation
 from gateway.devices.auth import add_device, get_device, list_devices, remove_device

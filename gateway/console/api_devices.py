@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from firmware_protocol import AudioFormat
-from firmware_protocol.messages import DEVICE_ID_PATTERN
+from firmware_protocol.session_messages import DEVICE_ID_PATTERN
 from gateway.cluster.directory import DeviceEntry
 from gateway.devices import activation
 from gateway.devices.activation import ActivationStore

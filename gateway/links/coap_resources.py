@@ -20,7 +20,7 @@ import aiocoap
 from aiocoap import interfaces, resource
 
 from firmware_protocol import Error, Hello, Message, ProtocolError, decode, encode_stream_frame
-from firmware_protocol.messages import DEVICE_ID_PATTERN
+from firmware_protocol.session_messages import DEVICE_ID_PATTERN
 
 if TYPE_CHECKING:
     from gateway.links.coap import CoapDeviceConnection, CoapLink

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 import paho.mqtt.client as paho
 
 from firmware_protocol import AudioChunk, Error, Hello, Message, ProtocolError, decode, encode
-from firmware_protocol.messages import DEVICE_ID_PATTERN
+from firmware_protocol.session_messages import DEVICE_ID_PATTERN
 from gateway.links.mqtt_dedup import RedeliveryFilter
 from gateway.links.base import ConnectionHandler, LinkClosed, LinkServices
 from gateway.links.mosquitto import MosquittoBroker

@@ -20,7 +20,7 @@ from firmware_protocol.fields import (
     UInt,
     Values,
 )
-from firmware_protocol.messages import wire_fields
+from firmware_protocol.message import wire_fields
 from firmware_protocol.records import Records, SInt
 
 # Surrogates cannot be encoded as UTF-8, so they are excluded.

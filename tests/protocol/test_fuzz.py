@@ -18,7 +18,8 @@ from firmware_protocol import (
     to_dict,
 )
 from firmware_protocol.fields import BytesRest
-from firmware_protocol.messages import MESSAGE_NAMES, wire_fields
+from firmware_protocol.message import wire_fields
+from firmware_protocol.messages import MESSAGE_NAMES
 from firmware_protocol.vectors import load_valid
 
 FUZZ = settings(max_examples=300, deadline=None)

@@ -9,7 +9,8 @@ import pytest
 
 import firmware_protocol
 from firmware_protocol import MESSAGE_TYPES, ErrorCode
-from firmware_protocol.messages import RESERVED_TYPE_RANGES, wire_fields
+from firmware_protocol.message import wire_fields
+from firmware_protocol.messages import RESERVED_TYPE_RANGES
 from firmware_protocol.vectors import load_valid
 
 SPEC = (Path(firmware_protocol.__file__).parent / "PROTOCOL.md").read_text(encoding="utf-8")
