@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .fields import AUDIO_FORMAT, BYTES_REST, U16, U32, Enum8, wire
+from .field_spec import wire
+from .format_field import AUDIO_FORMAT
+from .int_fields import U16, U32, Enum8
+from .text_fields import BYTES_REST
 from .message import Message
 from .values import AudioFormat, StopReason
 

@@ -7,9 +7,9 @@ import functools
 from typing import Any
 
 from .errors import ErrorCode, ProtocolError, malformed
-from .fields import Reader
 from .message import Message, checked_fields, wire_fields
 from .messages import MESSAGE_CLASSES, MESSAGE_NAMES, MESSAGE_TYPES, reserved_range
+from .reader import Reader
 
 
 def encode(msg: Message) -> bytes:

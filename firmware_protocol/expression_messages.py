@@ -6,9 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .fields import BYTES_REST, STR, U8, U16, U32, Enum8, wire
+from .field_spec import wire
+from .int_fields import I8, U8, U16, U32, Enum8
 from .message import Message
-from .records import I8, Records
+from .records import Records
+from .text_fields import BYTES_REST, STR
 from .values import Viseme
 
 

@@ -11,7 +11,7 @@ import dataclasses
 import functools
 from typing import ClassVar
 
-from .fields import FieldSpec
+from .field_spec import FieldSpec
 
 
 class Message:

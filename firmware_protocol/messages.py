@@ -12,7 +12,7 @@ from typing import Mapping
 
 from .audio_messages import AudioChunk, AudioStart, AudioStop
 from .expression_messages import Action, ExpressionSetup, Mouth, Sentiment, ServoKeyframes, Visemes
-from .fields import BytesRest
+from .text_fields import BytesRest
 from .message import Message, wire_fields
 from .reading_messages import ReadingAck, SensorReading
 from .session_messages import Abort, Error, Hello, Ping, Pong, Welcome

@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .fields import STR, U32, VALUES, Enum8, Str, wire
+from .field_spec import wire
+from .int_fields import U32, Enum8
+from .text_fields import STR, Str
+from .values_field import VALUES
 from .message import Message
 from .values import ReadingStatus
 

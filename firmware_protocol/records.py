@@ -1,7 +1,7 @@
-"""Field kinds for compact lists and signed numbers (used by the expression messages).
+"""The records field kind: a compact list of fixed-size records (used by the expression messages).
 
-`records`: a u8 count of fixed-size records of unsigned fields (a C decoder uses a plain struct
-array); `i8`/`i16`: signed two's-complement integers. See fields.py for the other kinds.
+A u8 count of records of unsigned fields, so a C decoder uses a plain struct array. See
+field_spec.py for the other kinds.
 """
 
 from __future__ import annotations
@@ -9,31 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import malformed
-from .fields import FieldSpec, Reader, UInt, _is_int
-
-
-class SInt(FieldSpec):
-    """Signed big-endian two's-complement integer of 8 or 16 bits."""
-
-    def __init__(self, bits: int) -> None:
-        self.bits = bits
-        self.size = bits // 8
-        self.kind = f"i{bits}"
-
-    def check(self, label: str, value: Any) -> Any:
-        low, high = -(1 << (self.bits - 1)), (1 << (self.bits - 1)) - 1
-        if not _is_int(value) or not low <= value <= high:
-            raise malformed(f"{label} must be an int in {low}..{high}, got {value!r}")
-        return int(value)
-
-    def write(self, value: Any, out: bytearray) -> None:
-        out += int(value).to_bytes(self.size, "big", signed=True)
-
-    def read(self, reader: Reader, label: str) -> Any:
-        return int.from_bytes(reader.take(self.size, label), "big", signed=True)
-
-    def read_checked(self, reader: Reader, label: str) -> Any:
-        return self.read(reader, label)  # `size` bytes of two's complement are always in range
+from .field_spec import FieldSpec
+from .int_fields import UInt
+from .reader import Reader
 
 
 class Records(FieldSpec):
@@ -82,6 +60,3 @@ class Records(FieldSpec):
         if not isinstance(obj, list) or not all(isinstance(o, dict) and set(o) == set(self.names) for o in obj):
             raise malformed(f"{label} must be a list of objects with keys {', '.join(self.names)}")
         return [tuple(spec.from_json(f"{label}.{name}", o[name]) for name, spec in self.fields) for o in obj]
-
-
-I8 = SInt(8)

@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .fields import AUDIO_FORMAT, STR, U8, U32, Flags, Str, wire
+from .field_spec import wire
+from .format_field import AUDIO_FORMAT
+from .int_fields import U8, U32, Flags
+from .text_fields import STR, Str
 from .message import Message
 from .values import PROTOCOL_VERSION, AudioFormat, Capability
 

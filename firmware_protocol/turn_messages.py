@@ -6,7 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .fields import BOOL, STR, U16, U32, Enum8, wire
+from .field_spec import wire
+from .int_fields import BOOL, U16, U32, Enum8
+from .text_fields import STR
 from .message import Message
 from .values import ListenStateKind, SpeechEvent
 

@@ -16,10 +16,12 @@ from enum import IntEnum, IntFlag
 from pathlib import Path
 
 from firmware_protocol.errors import ErrorCode
-from firmware_protocol.fields import Enum8, FieldSpec, Str
+from firmware_protocol.field_spec import FieldSpec
+from firmware_protocol.int_fields import Enum8
 from firmware_protocol.message import Message, wire_fields
 from firmware_protocol.messages import MESSAGE_TYPES, RESERVED_TYPE_RANGES
 from firmware_protocol.session_messages import DEVICE_ID_PATTERN
+from firmware_protocol.text_fields import Str
 from firmware_protocol.values import (
     CODECS,
     MAX_CHANNELS,

@@ -9,19 +9,13 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from firmware_protocol import CODECS, MESSAGE_TYPES, AudioFormat, Message
-from firmware_protocol.fields import (
-    Bool,
-    BytesRest,
-    Enum8,
-    FieldSpec,
-    Flags,
-    Format,
-    Str,
-    UInt,
-    Values,
-)
+from firmware_protocol.field_spec import FieldSpec
+from firmware_protocol.format_field import Format
+from firmware_protocol.int_fields import Bool, Enum8, Flags, SInt, UInt
 from firmware_protocol.message import wire_fields
-from firmware_protocol.records import Records, SInt
+from firmware_protocol.records import Records
+from firmware_protocol.text_fields import BytesRest, Str
+from firmware_protocol.values_field import Values
 
 # Surrogates cannot be encoded as UTF-8, so they are excluded.
 TEXT = st.text(st.characters(codec="utf-8"), max_size=40)

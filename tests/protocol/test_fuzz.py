@@ -17,9 +17,9 @@ from firmware_protocol import (
     from_dict,
     to_dict,
 )
-from firmware_protocol.fields import BytesRest
 from firmware_protocol.message import wire_fields
 from firmware_protocol.messages import MESSAGE_NAMES
+from firmware_protocol.text_fields import BytesRest
 from firmware_protocol.vectors import load_valid
 
 FUZZ = settings(max_examples=300, deadline=None)
