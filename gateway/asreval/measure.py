@@ -30,8 +30,7 @@ from gateway.asreval.noise import KINDS, mix
 from gateway.asreval.render import RATE, Clip
 from gateway.asreval.wer import wer
 from gateway.config import GatewayConfig
-from gateway.engines.asr_second_opinion import SecondOpinionAsr
-from gateway.engines.base import AsrEngine, VadEngine
+from gateway.engines.base import AsrEngine, CountsSecondOpinions, VadEngine
 from gateway.engines.runner import EngineRunner
 from gateway.voice.endpointing import Endpointer, Event
 from gateway.voice.listener import Listener
@@ -82,13 +81,13 @@ def condition_audio(clip: Clip, snr: float | None, clips: list[Clip]) -> np.ndar
 
 
 async def _timed(runner: EngineRunner, audio: np.ndarray, score: Score, asr: AsrEngine) -> str:
-    seconds_before = asr.second_opinions if isinstance(asr, SecondOpinionAsr) else None
+    seconds_before = asr.second_opinions if isinstance(asr, CountsSecondOpinions) else None
     started = time.perf_counter()
     text = await runner.transcribe(audio)  # on the ASR thread, as a session decodes
     score.decode_s += time.perf_counter() - started
     score.audio_s += audio.size / RATE
     score.decodes += 1
-    if isinstance(asr, SecondOpinionAsr) and seconds_before is not None:
+    if isinstance(asr, CountsSecondOpinions) and seconds_before is not None:
         score.second_opinions = (score.second_opinions or 0) + asr.second_opinions - seconds_before
     return text
 

@@ -82,6 +82,10 @@ class AsrConfig(_Section):
     # (gateway/engines/asr_second_opinion.py)
     second_opinion: Literal["none", "whisper"] = "none"
     second_opinion_below: float = Field(-0.5, ge=-10.0, le=0.0)
+    # which transcript the second opinion keeps: each model's own score of its own (own), or the
+    # candidate both models score best, Moonshine's score weighted cross_weight (cross, asr_cross.py)
+    second_opinion_choice: Literal["own", "cross"] = "own"
+    cross_weight: float = Field(0.5, ge=0.0, le=1.0)
     # whisper only (gateway/engines/whisper_ct2.py):
     language: str = Field("en", pattern=r"^[a-z]{2,3}$")  # a Whisper language code; .en models: en
     compute_type: Literal["int8", "int8_float32", "int16", "float32"] = "int8"
@@ -104,6 +108,9 @@ class AsrConfig(_Section):
         if self.second_opinion != "none" and self.engine != "moonshine":
             raise ValueError(f"second_opinion {self.second_opinion!r} needs engine moonshine (the engine it "
                              f"double-checks), not {self.engine!r}: set second_opinion: none")
+        if self.second_opinion_choice == "cross" and self.second_opinion == "none":
+            raise ValueError("second_opinion_choice 'cross' needs a second opinion to choose with "
+                             "(second_opinion: whisper)")
         return self
 
     def second_opinion_asr(self) -> "AsrConfig | None":

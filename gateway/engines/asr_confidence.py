@@ -2,13 +2,17 @@
 
 An engine that can say so (Moonshine on onnxruntime, Whisper on CTranslate2) implements
 `ScoresTranscripts`; the second-opinion engine (gateway/engines/asr_second_opinion.py) uses it to
-decide when a transcript needs another engine's decode, and which of the two to keep.
+decide when a transcript needs another engine's decode, and which of the two to keep. An engine
+that can also score any text it is given for the audio it heard (teacher forcing: its decoder
+run over that text's tokens) implements `ScoresTexts`: the cross-scored second opinion
+(gateway/engines/asr_cross.py) has each model score every candidate transcript.
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -30,4 +34,25 @@ class ScoresTranscripts(Protocol):
 
     def transcribe_scored(self, audio: np.ndarray, cancel: threading.Event | None = None) -> ScoredTranscript:
         """As `transcribe`, with the decoder's confidence."""
+        ...
+
+
+@dataclass(frozen=True)
+class Hearing:
+    """One utterance as an engine heard it: its own transcripts, and its scorer of any text on it."""
+
+    candidates: tuple[ScoredTranscript, ...]  # the engine's own transcripts, best first (greedy: one)
+    scorer: Callable[[Sequence[str]], list[float]]  # texts -> their mean token log-probabilities
+
+    def score(self, texts: Sequence[str]) -> list[float]:
+        """The mean token log-probability of each non-empty text under this engine for this audio,
+        tokenized by the engine's own tokenizer (EOS included where the engine scores it)."""
+        return self.scorer(texts)
+
+
+class ScoresTexts(ScoresTranscripts, Protocol):
+    """A ScoresTranscripts engine that can also keep an utterance's encoding to score any text on it."""
+
+    def hear(self, audio: np.ndarray, cancel: threading.Event | None = None) -> Hearing:
+        """Decode `audio` (as transcribe_scored) and keep its encoding for `Hearing.score`."""
         ...

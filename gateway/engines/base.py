@@ -68,6 +68,15 @@ class CountsDecoderSteps(Protocol):
     decoder_steps: int
 
 
+@runtime_checkable
+class CountsSecondOpinions(Protocol):
+    """An ASR engine of two models that counts its utterances and how many the second model
+    decoded too (asr.second_opinion: benchmarks, tests)."""
+
+    decodes: int
+    second_opinions: int
+
+
 @dataclass(frozen=True)
 class SynthChunk:
     """A piece of synthesized speech: mono int16 PCM at `sample_rate`.

@@ -70,11 +70,14 @@ def load_asr(cfg: GatewayConfig, store: ModelStore, progress: Progress = _quiet)
         return WhisperCt2Asr(files["model"].parent, num_threads=a.num_threads, beam_size=a.beam_size,
                              language=a.language, compute_type=a.compute_type, window=a.window)
     if (whisper := a.second_opinion_asr()) is not None:
+        from gateway.engines.asr_cross import CrossScoredAsr
         from gateway.engines.asr_second_opinion import SecondOpinionAsr
 
-        alone = a.model_copy(update={"second_opinion": "none"})
+        alone = a.model_copy(update={"second_opinion": "none", "second_opinion_choice": "own"})
         first = load_asr(cfg.model_copy(update={"asr": alone}), store, progress)
         second = load_asr(cfg.model_copy(update={"asr": whisper}), store, progress)
+        if a.second_opinion_choice == "cross":  # both models score every candidate
+            return CrossScoredAsr(first, second, a.second_opinion_below, a.cross_weight)  # type: ignore[arg-type]
         return SecondOpinionAsr(first, second, a.second_opinion_below)  # type: ignore[arg-type]  # both score
     if a.engine in ("moonshine", "moonshine-sherpa"):
         files = _files(store, a.model, "asr", "asr.model", progress)

@@ -6,9 +6,9 @@ continuations, and sets a continuation that ends (EOS among the best `beam_size`
 repeating itself (gateway/engines/decode_loop.py: cut to one copy) aside as finished. It stops
 when `beam_size` transcripts have finished (as CTranslate2's beam search does with patience 1),
 when no open beam could still beat the best finished one (`_settled`), or at the length bound,
-and returns the finished one with the best length-normalized score: the sum of its tokens'
-log-probabilities (EOS included) over its length, Whisper's and CTranslate2's default. With
-`beam_size` 1 this is greedy decoding: the argmax at every step.
+and returns the finished one with the best length-normalized score (`n_best`: all of them, best
+first): the sum of its tokens' log-probabilities (EOS included) over its length, Whisper's and
+CTranslate2's default. With `beam_size` 1 this is greedy decoding: the argmax at every step.
 
 `step(tokens, parents)` runs the decoder for one token per beam: `tokens[i]` continues the beam
 `parents[i]` of the previous step (None at the first step, which has one beam: the start token),
@@ -59,6 +59,12 @@ def _settled(finished: list[Hypothesis], open_beams: list[tuple[list[int], float
 
 def beam_search(step: Step, start: int, eos: int, beam_size: int, max_tokens: int,
                 cancel: threading.Event | None = None) -> Hypothesis:
+    return n_best(step, start, eos, beam_size, max_tokens, cancel)[0]
+
+
+def n_best(step: Step, start: int, eos: int, beam_size: int, max_tokens: int,
+           cancel: threading.Event | None = None) -> list[Hypothesis]:
+    """Every finished hypothesis of the search, the best mean log-probability first."""
     beams: list[tuple[list[int], float]] = [([], 0.0)]
     tokens = np.array([start], np.int64)
     parents: np.ndarray | None = None
@@ -96,4 +102,4 @@ def beam_search(step: Step, start: int, eos: int, beam_size: int, max_tokens: in
         parents = np.array(kept_parents, np.int64)
     else:  # the length bound: the open beams end here
         finished += [Hypothesis(seq, score, len(seq)) for seq, score in beams]
-    return max(finished, key=lambda h: h.mean_logprob)
+    return sorted(finished, key=lambda h: h.mean_logprob, reverse=True)

@@ -30,14 +30,16 @@ from __future__ import annotations
 
 import base64
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import onnxruntime
 
 from gateway.engines.base import DecodeCancelled
-from gateway.engines.asr_confidence import ScoredTranscript
-from gateway.engines.moonshine_beam import Hypothesis, beam_search, log_softmax
+from gateway.engines.asr_confidence import Hearing, ScoredTranscript
+from gateway.engines.moonshine_beam import Hypothesis, log_softmax, n_best
+from gateway.engines.moonshine_tokenizer import MoonshineTokenizer
 from gateway.engines.sherpa_asr import SAMPLE_RATE, _as_input, _require_files, clean_transcript
 from gateway.errors import AsrError, ModelError
 
@@ -92,12 +94,13 @@ class MoonshineOnnxAsr:
         except Exception as exc:  # onnxruntime raises its own exception types
             raise ModelError(f"cannot load Moonshine from {files['encoder'].parent}: {exc}") from exc
         self._tokens = _read_tokens(files["tokens"])
+        self._tokenizer = MoonshineTokenizer(self._tokens)
         self._enc_input = self._enc.get_inputs()[0].name
         inputs = self._dec.get_inputs()
         self._past = [i.name for i in inputs if i.name.startswith("past_key_values.")]
         heads, dim = inputs[2].shape[1], inputs[2].shape[3]
         self._empty = np.zeros((1, heads, 0, dim), np.float32)
-        self._present = [o.name for o in self._dec.get_outputs()][1:]
+        self._logits, *self._present = [o.name for o in self._dec.get_outputs()]
         self._count_lock = threading.Lock()
         self.decoder_steps = 0  # decoder steps run by all calls so far (the warm-up's included)
         self.transcribe(np.sin(np.linspace(0, 2000, SAMPLE_RATE)).astype(np.float32) * 0.1)  # warm-up
@@ -106,24 +109,58 @@ class MoonshineOnnxAsr:
         return self.transcribe_scored(audio, cancel).text
 
     def transcribe_scored(self, audio: np.ndarray, cancel: threading.Event | None = None) -> ScoredTranscript:
+        return self.hear(audio, cancel).candidates[0]
+
+    def hear(self, audio: np.ndarray, cancel: threading.Event | None = None) -> Hearing:
+        """The utterance's finished beams (best first; greedy: one), and a scorer of any text on its
+        encoding: the decoder run once over each text's tokens (`_teacher_forced`)."""
         samples = _as_input(audio)
         if samples.size < _MIN_SAMPLES:
-            return ScoredTranscript("", 0.0)
+            return Hearing((ScoredTranscript("", 0.0),), lambda texts: [0.0 for _ in texts])
         try:
-            best = self._decode(samples, cancel)
+            hidden, found = self._decode(samples, cancel)
         except DecodeCancelled:
             raise
         except Exception as exc:  # onnxruntime errors carry their own types
             raise AsrError(f"Moonshine decoding failed: {exc}") from exc
+        return Hearing(tuple(self._scored(h) for h in found), lambda texts: self._teacher_forced(hidden, texts))
+
+    def _scored(self, best: Hypothesis) -> ScoredTranscript:
         text = b"".join(self._tokens[i] for i in best.ids if i < len(self._tokens)).decode("utf-8", "replace")
         return ScoredTranscript(clean_transcript(text.replace("\u2581", " ")), best.mean_logprob, best.looped)
 
-    def _decode(self, samples: np.ndarray, cancel: threading.Event | None) -> Hypothesis:
+    def _teacher_forced(self, hidden: np.ndarray, texts: Sequence[str]) -> list[float]:
+        """Each text's mean token log-probability (EOS included) given the encoder's `hidden`: the
+        decoder's no-cache branch run once over all of them, right-padded (its self-attention is
+        causal, so a position never sees the padding after it)."""
+        sequences = [self._tokenizer.encode(t.strip()) for t in texts]
+        if not sequences:
+            return []
+        width = max(len(s) for s in sequences) + 1
+        ids = np.full((len(sequences), width), EOS, np.int64)
+        for row, seq in enumerate(sequences):
+            ids[row, 0] = BOS
+            ids[row, 1 : len(seq) + 1] = seq
+        empty = np.zeros((len(sequences), *self._empty.shape[1:]), np.float32)
+        try:
+            feeds = {"input_ids": ids, "encoder_hidden_states": np.repeat(hidden, len(sequences), 0),
+                     **{name: empty for name in self._past}, "use_cache_branch": np.array([False])}
+            logits = self._dec.run([self._logits], feeds)[0]
+        except Exception as exc:  # onnxruntime errors carry their own types
+            raise AsrError(f"Moonshine scoring failed: {exc}") from exc
+        means: list[float] = []
+        for row, seq in enumerate(sequences):
+            targets = np.array(seq + [EOS], np.int64)
+            logprobs = log_softmax(logits[row, : targets.size].astype(np.float32))
+            means.append(float(logprobs[np.arange(targets.size), targets].mean()))
+        return means
+
+    def _decode(self, samples: np.ndarray, cancel: threading.Event | None) -> tuple[np.ndarray, list[Hypothesis]]:
         steps = 0
         if cancel is not None and cancel.is_set():  # cancelled before it started
             raise DecodeCancelled(0)
         try:
-            hidden = self._enc.run(None, {self._enc_input: samples[None, :]})[0]
+            hidden = encoded = self._enc.run(None, {self._enc_input: samples[None, :]})[0]
             cache = {name: self._empty for name in self._past}
 
             def step(tokens: np.ndarray, parents: np.ndarray | None) -> np.ndarray:
@@ -148,7 +185,7 @@ class MoonshineOnnxAsr:
 
             max_tokens = int(samples.size / SAMPLE_RATE * TOKENS_PER_SECOND) + 4
             try:
-                return beam_search(step, BOS, EOS, self._beam, max_tokens, cancel)
+                return encoded, n_best(step, BOS, EOS, self._beam, max_tokens, cancel)
             except DecodeCancelled:
                 raise DecodeCancelled(steps) from None
         finally:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -40,7 +41,7 @@ import ctranslate2
 import numpy as np
 import tokenizers
 
-from gateway.engines.asr_confidence import ScoredTranscript
+from gateway.engines.asr_confidence import Hearing, ScoredTranscript
 from gateway.engines.base import DecodeCancelled
 from gateway.engines.sherpa_asr import SAMPLE_RATE, _as_input, _require_files, _warmup_audio
 from gateway.engines.whisper_mel import log_mel
@@ -101,15 +102,41 @@ class WhisperCt2Asr:
 
     def transcribe_scored(self, audio: np.ndarray, cancel: threading.Event | None = None) -> ScoredTranscript:
         """As `transcribe`, with the mean token log-probability CTranslate2 scores the result with."""
+        return self.hear(audio, cancel).candidates[0]
+
+    def hear(self, audio: np.ndarray, cancel: threading.Event | None = None) -> Hearing:
+        """The transcript (beam search: the `beam_size` hypotheses, best first) and a scorer of any
+        text on the utterance's encoding: CTranslate2's `Whisper.align`, which runs the decoder once
+        over `<|startoftranscript|>` (+ language, task), `<|notimestamps|>`, the text's tokens and
+        `<|endoftext|>`, and gives each text token's probability among the text tokens (its softmax
+        leaves out the end and timestamp tokens, so the end of the text is not scored)."""
         samples = _as_input(audio)
         if samples.size < _MIN_SAMPLES:
-            return ScoredTranscript("", 0.0)
+            return Hearing((ScoredTranscript("", 0.0),), lambda texts: [0.0 for _ in texts])
         try:
-            return self._decode(samples, cancel)
-        except RuntimeError as exc:  # CTranslate2 raises RuntimeError / ValueError
+            mel = self._mel(samples)
+            encoded = np.asarray(self._model.encode(ctranslate2.StorageView.from_array(mel[None]), to_cpu=True))
+            heard = self._decode(samples, encoded, cancel)
+        except (RuntimeError, ValueError) as exc:  # CTranslate2 raises RuntimeError / ValueError
             raise AsrError(f"Whisper decoding failed: {exc}") from exc
-        except ValueError as exc:
-            raise AsrError(f"Whisper decoding failed: {exc}") from exc
+        frames = min(mel.shape[1], samples.size // 160)
+        return Hearing(heard, lambda texts: self._aligned(encoded, frames, texts))
+
+    def _aligned(self, encoded: np.ndarray, frames: int, texts: Sequence[str]) -> list[float]:
+        sequences = [self._tok.encode(" " + t.strip(), add_special_tokens=False).ids if t.strip() else []
+                     for t in texts]
+        scored = [i for i, seq in enumerate(sequences) if seq]
+        means = [0.0] * len(sequences)
+        if not scored:
+            return means
+        try:
+            results = self._model.align(ctranslate2.StorageView.from_array(np.repeat(encoded, len(scored), 0)),
+                                        self._prompt, [sequences[i] for i in scored], [frames] * len(scored))
+        except (RuntimeError, ValueError) as exc:
+            raise AsrError(f"Whisper scoring failed: {exc}") from exc
+        for i, result in zip(scored, results):
+            means[i] = float(np.log(np.maximum(np.asarray(result.text_token_probs, np.float64), 1e-30)).mean())
+        return means
 
     def _mel(self, samples: np.ndarray) -> np.ndarray:
         feats = log_mel(samples[: 30 * SAMPLE_RATE], self._n_mels)
@@ -123,22 +150,24 @@ class WhisperCt2Asr:
         out[:, :n] = feats[:, :n]
         return out
 
-    def _decode(self, samples: np.ndarray, cancel: threading.Event | None) -> ScoredTranscript:
-        mel = np.ascontiguousarray(self._mel(samples)[None])
-        encoded = self._model.encode(ctranslate2.StorageView.from_array(mel), to_cpu=False)
+    def _decode(self, samples: np.ndarray, encoded: np.ndarray,
+                cancel: threading.Event | None) -> tuple[ScoredTranscript, ...]:
         if cancel is not None and cancel.is_set():  # nobody waits for the text: skip the decoder
             raise DecodeCancelled()
         seconds = min(30.0, samples.size / SAMPLE_RATE)
         max_length = min(_MAX_TOKENS, len(self._prompt) + int(seconds * _TOKENS_PER_SECOND) + 8)
         result = self._model.generate(
-            encoded, [self._prompt], beam_size=self._beam, max_length=max_length,
-            suppress_blank=True, suppress_tokens=self._suppress,
+            ctranslate2.StorageView.from_array(encoded), [self._prompt], beam_size=self._beam,
+            num_hypotheses=self._beam, max_length=max_length, suppress_blank=True, suppress_tokens=self._suppress,
             return_scores=True, return_no_speech_prob=True,
         )[0]
-        logprob = result.scores[0] if result.scores else 0.0  # mean log-probability per token
-        if result.no_speech_prob > _NO_SPEECH and logprob < _LOW_LOGPROB:
-            return ScoredTranscript("", logprob)
-        return ScoredTranscript(self._tok.decode(self._text_ids(result.sequences_ids[0], seconds)).strip(), logprob)
+        heard: list[ScoredTranscript] = []
+        for ids, logprob in zip(result.sequences_ids, result.scores or [0.0]):  # mean log-probability per token
+            if result.no_speech_prob > _NO_SPEECH and logprob < _LOW_LOGPROB:
+                heard.append(ScoredTranscript("", logprob))
+            else:
+                heard.append(ScoredTranscript(self._tok.decode(self._text_ids(ids, seconds)).strip(), logprob))
+        return tuple(heard) or (ScoredTranscript("", 0.0),)
 
     def _text_ids(self, ids: list[int], seconds: float) -> list[int]:
         """The text tokens of a timestamped result, without segments that start after the audio."""

@@ -1,0 +1,111 @@
+"""A second opinion whose choice is made by both models (`asr.second_opinion_choice: cross`).
+
+As gateway/engines/asr_second_opinion.py, the first engine (Moonshine) decodes every utterance,
+and the second (Whisper tiny.en) decodes it too when the first is unsure of it (an empty or
+looped transcript, or a mean token log-probability below `threshold`; `threshold` 0: always, a
+full two-model ensemble). The choice differs: instead of comparing each model's score of its
+own transcript (two scales that do not compare), both models score every candidate: the first
+engine's finished beams (`asr.beam_size`) and the second's transcript(s), each text tokenized by
+each model's own tokenizer and run through its decoder on the utterance's encoding (teacher
+forcing: Moonshine's decoder over the text's tokens in one batch, Whisper's through
+CTranslate2's `Whisper.align`). The kept candidate has the best
+`weight x first's mean token log-probability + (1 - weight) x second's`. Candidates that differ
+only in case and punctuation are scored once (the best-ranked spelling kept): the words are what
+counts. A single candidate, or none, is kept without scoring.
+
+The second engine (decode and scoring) runs one call at a time (a lock: Whisper on CTranslate2
+says it is not thread safe); `decodes` and `second_opinions` count the calls (benchmarks, tests).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+
+from gateway.engines.asr_confidence import Hearing, ScoredTranscript, ScoresTexts
+from gateway.engines.base import CountsDecoderSteps
+
+_NOT_A_WORD = re.compile(r"[^\w\s']+")
+
+
+def words_of(text: str) -> str:
+    """The text as the words it says: case and punctuation dropped ("Turn it off." -> "turn it off")."""
+    return " ".join(_NOT_A_WORD.sub(" ", text.lower()).split())
+
+
+def candidates(*hearings: Hearing) -> list[ScoredTranscript]:
+    """Every non-empty candidate of the hearings in order, each wording once (its first spelling)."""
+    seen: set[str] = set()
+    found: list[ScoredTranscript] = []
+    for hearing in hearings:
+        for heard in hearing.candidates:
+            key = words_of(heard.text)
+            if key and key not in seen:
+                seen.add(key)
+                found.append(heard)
+    return found
+
+
+def choose(first: Hearing, second: Hearing, weight: float) -> ScoredTranscript:
+    """The candidate of both hearings with the best weighted sum of the two models' scores of it
+    (`mean_logprob`: that sum); the first engine's best when no one has any words."""
+    found = candidates(first, second)
+    if not found:
+        return first.candidates[0]
+    if len(found) == 1:
+        return found[0]
+    texts = [c.text for c in found]
+    combined = weight * np.array(first.score(texts)) + (1.0 - weight) * np.array(second.score(texts))
+    best = int(np.argmax(combined))
+    return ScoredTranscript(found[best].text, float(combined[best]), found[best].looped)
+
+
+class CrossScoredAsr:
+    """AsrEngine: `first`, and when it is unsure, `second` too, the candidate both score best kept."""
+
+    def __init__(self, first: ScoresTexts, second: ScoresTexts, threshold: float, weight: float) -> None:
+        if first.sample_rate != second.sample_rate:
+            raise ValueError(f"the engines' sample rates differ: {first.sample_rate} and {second.sample_rate}")
+        if not 0.0 <= weight <= 1.0:
+            raise ValueError(f"the first engine's weight must be within 0..1, not {weight}")
+        self.sample_rate = first.sample_rate
+        self.thread_safe = True  # the second engine is behind a lock; the first engine's own calls are per call
+        self._first, self._second = first, second
+        self._threshold, self._weight = threshold, weight
+        self._second_lock = threading.Lock()
+        self._count_lock = threading.Lock()
+        self.decodes = 0  # utterances decoded
+        self.second_opinions = 0  # of those, how many the second engine decoded (and both scored) too
+
+    @property
+    def decoder_steps(self) -> int | None:
+        """The first engine's decoder steps, when it counts them (CountsDecoderSteps)."""
+        return self._first.decoder_steps if isinstance(self._first, CountsDecoderSteps) else None
+
+    def unsure(self, heard: ScoredTranscript) -> bool:
+        return not heard.text or heard.looped or heard.mean_logprob < self._threshold
+
+    def transcribe(self, audio: np.ndarray, cancel: threading.Event | None = None) -> str:
+        return self.transcribe_scored(audio, cancel).text
+
+    def transcribe_scored(self, audio: np.ndarray, cancel: threading.Event | None = None) -> ScoredTranscript:
+        first = self._first.hear(audio, cancel)
+        unsure = self.unsure(first.candidates[0])
+        with self._count_lock:
+            self.decodes += 1
+            self.second_opinions += unsure
+        if not unsure:
+            return first.candidates[0]
+        with self._second_lock:
+            second = self._second.hear(audio, cancel)
+        return choose(first, self._one_at_a_time(second), self._weight)
+
+    def _one_at_a_time(self, hearing: Hearing) -> Hearing:
+        """`hearing` with its scorer behind the second engine's lock."""
+        def score(texts: Sequence[str]) -> list[float]:
+            with self._second_lock:
+                return hearing.score(texts)
+        return Hearing(hearing.candidates, score)
