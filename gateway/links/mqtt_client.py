@@ -1,6 +1,7 @@
 """paho-mqtt 2.x driven by the asyncio event loop: no `loop_start()` thread, no locks.
 
-paho's socket is watched with the loop's reader callback (`loop_read`); what paho has to send is
+paho's socket is watched with the loop's reader callback (`_read`: every packet the socket holds,
+not paho's one per call when nothing of ours is in flight); what paho has to send is
 written at the end of the loop pass that queued it (`loop_write`; the writer callback only when
 the socket did not take it all), and a small task runs `loop_misc` (keep-alive pings, retries)
 once a second. So paho's callbacks run on the event loop thread, in order, and can touch asyncio objects directly. Only paho's
@@ -11,9 +12,12 @@ loop. Used by the gateway's MQTT link and by MQTT devices (the simulator, tests)
 
 from __future__ import annotations
 
+import array
 import asyncio
+import fcntl
 import logging
 import socket
+import termios
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -28,6 +32,7 @@ log = logging.getLogger(__name__)
 RECONNECT_FIRST_S = 0.2
 RECONNECT_MAX_S = 10.0
 SESSION_EXPIRY_S = 24 * 3600  # MQTT 5: how long the broker keeps a persistent session
+READS_PER_PASS = 64  # paho reads per wake-up at most: a busy connection leaves the loop to the others
 
 
 class MqttConnectError(Exception):
@@ -91,6 +96,7 @@ class AsyncPaho:
         self._write_scheduled = False
         self._writer_fd: int | None = None  # watched for writability: a write the socket did not take whole
         self._corked: socket.socket | None = None  # a TCP socket: corked while a pass's packets are written
+        self._unread = array.array("i", [0])  # FIONREAD's answer: bytes waiting in the socket
         self._connack: asyncio.Future[str | None] | None = None
         self.disconnected = asyncio.Event()
         self._misc: asyncio.Task[None] | None = None
@@ -142,8 +148,24 @@ class AsyncPaho:
         self._on_loop(self._watch, client, sock)
 
     def _watch(self, client: paho.Client, sock: socket.socket) -> None:
-        self._loop.add_reader(sock, client.loop_read)
+        self._loop.add_reader(sock, self._read, client, sock)
         self._misc = self._loop.create_task(self._misc_loop())
+
+    def _read(self, client: paho.Client, sock: socket.socket) -> None:
+        """Read every packet the socket holds (up to READS_PER_PASS calls). paho's `loop_read`
+        reads as many packets as it has QoS 1/2 publishes of its own in flight, so a client that
+        mostly receives (the gateway's) read one publish per wake-up: a device's burst of readings
+        took one loop pass each, with a PUBACK write each, instead of one pass for the burst."""
+        unread = self._unread
+        for _ in range(READS_PER_PASS):
+            if client.loop_read() != paho.MQTT_ERR_SUCCESS or client.socket() is not sock:
+                return  # connection lost: paho has closed the socket (`_unwatch`)
+            try:
+                fcntl.ioctl(sock, termios.FIONREAD, unread)
+            except OSError:
+                return
+            if not unread[0]:
+                return
 
     def _on_socket_close(self, client: paho.Client, userdata: object, sock: socket.socket) -> None:
         self._on_loop(self._unwatch, sock.fileno())  # the number: the socket is closed right after
