@@ -145,8 +145,9 @@ class TtsConfig(_Section):
     length_scale: float = Field(1.0, gt=0.3, le=3.0)
     num_threads: int = Field(2, ge=1, le=16)
     # The voice with its 1-D convolutions run as 2-D ones, when the manifest derives one
-    # (gateway/engines/piper_conv2d.py): less CPU per second of speech, the same audio.
-    conv2d: bool = False
+    # (gateway/engines/piper_conv2d.py): less CPU per second of speech, the same audio. `auto`: on
+    # where it was measured to pay off (x86-64 with AVX2, gateway/engines/cpu_features.py).
+    conv2d: bool | Literal["auto"] = "auto"
     # Seconds of synthesized audio kept for texts said again (gateway/engines/tts_cache.py; ~2.6 MB
     # per minute at the voice's 22.05 kHz); 0 = synthesize every text.
     cache_seconds: float = Field(60.0, ge=0.0, le=3600.0)

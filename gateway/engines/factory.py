@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from gateway.config import AsrConfig, GatewayConfig
 from gateway.engines.base import AsrEngine, TtsEngine, VadEngine
-from gateway.engines.cpu_features import int8_matmul_kernels
+from gateway.engines.cpu_features import int8_matmul_kernels, nchwc_conv_kernels
 from gateway.engines.malloc_tuning import tune_malloc
 from gateway.errors import ModelError
 from gateway.engines.store import ModelStore
@@ -110,9 +110,10 @@ def load_tts(cfg: GatewayConfig, store: ModelStore, progress: Progress = _quiet)
 
     files = _files(store, cfg.tts.voice, "tts", "tts.voice", progress)
     # The aligned voice (same weights, phoneme timings exposed) when the manifest derives one;
-    # with tts.conv2d, its 2-D-convolution form (gateway/engines/piper_conv2d.py) when prepared.
+    # with tts.conv2d, its 2-D-convolution form (gateway/engines/piper_conv2d.py) when prepared;
+    # `auto` (the default): where that form was measured to cost less CPU (cpu_features.py).
     model = files.get("aligned_model", files["model"])
-    if cfg.tts.conv2d:
+    if nchwc_conv_kernels() if cfg.tts.conv2d == "auto" else cfg.tts.conv2d:
         if "conv2d_model" not in files:  # an optional derived file: a folder prepared before has none yet
             store.prepare(cfg.tts.voice, progress)
             files = store.files_of(cfg.tts.voice, progress)

@@ -1,4 +1,4 @@
-"""int8_matmul_kernels: which CPUs get the int8 Moonshine decoder and the int8 MiniLM."""
+"""cpu_features: which CPUs get the int8 Moonshine decoder and the int8 MiniLM, and the conv2d Piper voice."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.engines.cpu_features import int8_matmul_kernels
+from gateway.engines.cpu_features import int8_matmul_kernels, nchwc_conv_kernels
 
 PI4 = """processor\t: 0
 BogoMIPS\t: 108.00
@@ -39,3 +39,15 @@ def test_the_kernels_are_there_only_with_the_instructions_they_need(cpuinfo: str
 def test_this_machine_is_read_from_proc_cpuinfo() -> None:
     text = Path("/proc/cpuinfo").read_text()
     assert int8_matmul_kernels() is int8_matmul_kernels(text, platform.machine())
+
+
+@pytest.mark.parametrize(("cpuinfo", "machine", "expected"), [
+    (X86_AVX2, "x86_64", True),
+    (X86_OLD, "x86_64", False),  # MLAS blocks no channels without AVX2: no NCHWc layout
+    (PI5, "aarch64", False),  # not measured on a Pi: tts.conv2d auto keeps the packaged voice there
+    (PI4, "aarch64", False),
+    ("", "x86_64", False),
+])
+def test_blocked_convolutions_are_chosen_only_where_they_were_measured(cpuinfo: str, machine: str,
+                                                                       expected: bool) -> None:
+    assert nchwc_conv_kernels(cpuinfo, machine) is expected

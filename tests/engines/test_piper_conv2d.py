@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from gateway.config import GatewayConfig
+from gateway.engines.cpu_features import nchwc_conv_kernels
 from gateway.engines.factory import load_tts
 from gateway.engines.piper_tts import PiperTts
 from gateway.engines.store import ModelStore
@@ -46,12 +47,21 @@ def test_conv2d_voice_speaks_what_the_aligned_voice_speaks(files: dict) -> None:
 
 def test_tts_conv2d_selects_the_conv2d_voice_and_off_the_aligned_one(prepared_cfg: GatewayConfig) -> None:
     store = ModelStore(prepared_cfg)
-    on = prepared_cfg.model_copy(update={"tts": prepared_cfg.tts.model_copy(update={"conv2d": True})})
-    assert prepared_cfg.tts.conv2d is False
-    tts_on, tts_off = load_tts(on, store), load_tts(prepared_cfg, store)
+
+    def with_conv2d(value: bool | str) -> GatewayConfig:
+        return prepared_cfg.model_copy(update={"tts": prepared_cfg.tts.model_copy(update={"conv2d": value})})
+
+    tts_on, tts_off = load_tts(with_conv2d(True), store), load_tts(with_conv2d(False), store)
     assert tts_on.model_path.name == "en_US-joe-medium.aligned.conv2d.onnx"
     assert tts_off.model_path.name == "en_US-joe-medium.aligned.onnx"
     assert sum(len(c.pcm) for c in tts_on.synthesize("Hello there.")) > 0.3 * tts_on.sample_rate
+
+
+def test_tts_conv2d_auto_is_the_default_and_follows_the_cpu(prepared_cfg: GatewayConfig) -> None:
+    assert GatewayConfig().tts.conv2d == "auto"
+    auto = prepared_cfg.model_copy(update={"tts": prepared_cfg.tts.model_copy(update={"conv2d": "auto"})})
+    expected = "en_US-joe-medium.aligned.conv2d.onnx" if nchwc_conv_kernels() else "en_US-joe-medium.aligned.onnx"
+    assert load_tts(auto, ModelStore(prepared_cfg)).model_path.name == expected
 
 
 def test_without_a_conv2d_file_tts_conv2d_logs_a_warning_and_runs_the_aligned_voice(
