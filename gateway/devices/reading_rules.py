@@ -54,7 +54,8 @@ def check_reading(msg: SensorReading, now: float) -> None:
             if abs(value) > GENERIC_MAX_MAGNITUDE:
                 raise ReadingInvalid(f"{name} {_fmt(value)} is beyond +-{GENERIC_MAX_MAGNITUDE:g}")
         return
-    if unknown := sorted(set(values) - set(rules)):
+    if not values.keys() <= rules.keys():  # (no set built for a reading with known values)
+        unknown = sorted(values.keys() - rules.keys())
         raise ReadingInvalid(f"{msg.kind} has no value {', '.join(unknown)} (known: {', '.join(rules)})")
     for name, rule in rules.items():
         if name not in values:
