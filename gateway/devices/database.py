@@ -10,7 +10,8 @@ a power cut, not only a killed process.
 
 `run_grouped` is for many small writes that each must be durable before they are answered (a
 sensor reading before its ack): the calls that arrive while a transaction is being committed
-wait for the next one and share its commit, so a burst of readings costs one fsync, not one each.
+wait for the next one and share its commit, so a burst of readings costs one fsync, not one each;
+calls that can be batched (`grouped(..., batch=)`: the readings) also share one statement.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+# many grouped calls' writes in one statement: (conn, [args, ...]) -> their results (`Database.grouped`)
+Batch = Callable[[sqlite3.Connection, list[tuple[Any, ...]]], list[Any]]
+Call = tuple[Callable[..., Any], tuple[object, ...], bool, Batch | None]  # fn, args, one_write, batch
+BATCH_CALLS = 256  # calls per batched statement at most (a reading binds 7 parameters)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS devices (
@@ -95,7 +100,7 @@ class Database:
         self.path = path
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite")
         self._conn = self._executor.submit(connect, path).result()
-        self._group: list[tuple[Callable[..., Any], tuple[object, ...], bool, asyncio.Future[Any],
+        self._group: list[tuple[Callable[..., Any], tuple[object, ...], bool, Batch | None, asyncio.Future[Any],
                                 Callable[[Exception], Exception] | None]] = []
         self._committing = False  # a grouped transaction is on the database thread
         self.group_commits = 0  # grouped transactions committed (the calls they held: grouped_calls)
@@ -115,13 +120,17 @@ class Database:
         return await self.grouped(fn, *args, one_write=one_write)
 
     def grouped(self, fn: Callable[..., T], *args: object, one_write: bool = False,
-                error: Callable[[Exception], Exception] | None = None) -> asyncio.Future[T]:
+                error: Callable[[Exception], Exception] | None = None, batch: Batch | None = None
+                ) -> asyncio.Future[T]:
         """`run_grouped` as a future, for callers that go on without a task per call (the readings
         of an MQTT session); `error` turns what the call or the commit raised into what the
-        future raises."""
+        future raises. `batch(conn, [args, ...])`: what `fn` does for each of the group's calls of
+        this `batch` in a row, in one statement, returning their results in order (the readings of
+        a commit: one INSERT, not one each); when it raises it is undone and the calls run one by
+        one through `fn`, so one that fails fails alone."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[T] = loop.create_future()
-        self._group.append((fn, args, one_write, done, error))
+        self._group.append((fn, args, one_write, batch, done, error))
         if not self._committing:  # started at the end of this loop pass: the calls made in the
             self._committing = True  # same pass (a batch of MQTT readings) share the transaction
             loop.call_soon(self._commit_group, loop)
@@ -130,7 +139,7 @@ class Database:
     def _commit_group(self, loop: asyncio.AbstractEventLoop) -> None:
         group, self._group = self._group, []
         self._committing = True
-        calls = [(fn, args, one_write) for fn, args, one_write, _, _ in group]
+        calls = [(fn, args, one_write, batch) for fn, args, one_write, batch, _, _ in group]
         try:
             committed = loop.run_in_executor(self._executor, _in_one_transaction, self._conn, calls)
         except RuntimeError as exc:  # closed since the call was queued: its caller hears so
@@ -146,7 +155,7 @@ class Database:
             self.grouped_calls += len(group)
             failed = committed.exception()
             outcomes = committed.result() if failed is None else None
-            for i, (_, _, _, done, error) in enumerate(group):
+            for i, (*_, done, error) in enumerate(group):
                 if done.done():  # its caller was cancelled
                     continue
                 outcome = failed if outcomes is None else outcomes[i][1]
@@ -165,31 +174,57 @@ class Database:
         self._executor.shutdown(wait=True)
 
 
-def _in_one_transaction(conn: sqlite3.Connection, calls: list[tuple[Callable[..., Any], tuple[object, ...], bool]]
-                        ) -> list[tuple[bool, Any]]:
+def _in_one_transaction(conn: sqlite3.Connection, calls: list[Call]) -> list[tuple[bool, Any]]:
     """(True, result) or (False, the exception) per call, all committed together."""
     outcomes: list[tuple[bool, Any]] = []
     conn.execute("BEGIN IMMEDIATE")
     try:
-        for fn, args, one_write in calls:
-            if one_write:  # its one statement is undone alone by SQLite when it fails
-                try:
-                    outcomes.append((True, fn(conn, *args)))
-                except Exception as exc:
-                    if not conn.in_transaction:  # SQLite ended the transaction (disk full, I/O error)
-                        raise
-                    outcomes.append((False, exc))
-                continue
-            conn.execute("SAVEPOINT grouped_call")
-            try:
-                outcomes.append((True, fn(conn, *args)))
-            except Exception as exc:  # this call's writes only are undone; the others go on
-                conn.execute("ROLLBACK TO grouped_call")
-                outcomes.append((False, exc))
-            conn.execute("RELEASE grouped_call")
+        i = 0
+        while i < len(calls):
+            batch = calls[i][3]
+            end = i + 1
+            while batch is not None and end < len(calls) and calls[end][3] is batch and end - i < BATCH_CALLS:
+                end += 1
+            outcomes += _batched(conn, batch, calls[i:end]) if batch is not None else [_one(conn, *calls[i][:3])]
+            i = end
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
     return outcomes
+
+
+def _batched(conn: sqlite3.Connection, batch: Batch, calls: list[Call]) -> list[tuple[bool, Any]]:
+    """Consecutive calls of one `batch` in one statement; when it raises, it is undone (its
+    savepoint) and the calls run one by one, so a call that fails fails alone."""
+    conn.execute("SAVEPOINT grouped_batch")
+    try:
+        results = batch(conn, [args for _, args, _, _ in calls])
+    except Exception:
+        if not conn.in_transaction:  # SQLite ended the transaction (disk full, I/O error)
+            raise
+        conn.execute("ROLLBACK TO grouped_batch")
+        conn.execute("RELEASE grouped_batch")
+        return [_one(conn, fn, args, one_write) for fn, args, one_write, _ in calls]
+    conn.execute("RELEASE grouped_batch")
+    return [(True, result) for result in results]
+
+
+def _one(conn: sqlite3.Connection, fn: Callable[..., Any], args: tuple[object, ...], one_write: bool
+         ) -> tuple[bool, Any]:
+    if one_write:  # its one statement is undone alone by SQLite when it fails
+        try:
+            return True, fn(conn, *args)
+        except Exception as exc:
+            if not conn.in_transaction:  # SQLite ended the transaction (disk full, I/O error)
+                raise
+            return False, exc
+    conn.execute("SAVEPOINT grouped_call")
+    try:
+        outcome: tuple[bool, Any] = (True, fn(conn, *args))
+    except Exception as exc:  # this call's writes only are undone; the others go on
+        conn.execute("ROLLBACK TO grouped_call")
+        outcome = (False, exc)
+    conn.execute("RELEASE grouped_call")
+    return outcome

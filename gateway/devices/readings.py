@@ -5,12 +5,14 @@ device + seq is stored once: a resend is acked DUPLICATE and not published again
 handles its readings one at a time, or, where the device keeps several in flight (MQTT), at most
 32 side by side (gateway/devices/reading_acks.py: acked in order, the next waits for the oldest),
 so a slow disk pushes back on the device instead of filling a queue; readings that arrive
-together, from one device or many, share one commit (`Database.run_grouped`).
+together, from one device or many, share one commit and one INSERT (`Database.grouped`,
+`insert_readings`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import sqlite3
@@ -67,8 +69,6 @@ def insert_reading(
     """Store one reading; returns (row id, True) or, for a known device + seq, (its id, False);
     (0, False) for a seq the retention already pruned. One statement writes (the insert), so a
     failing call leaves nothing behind (`Database.run_grouped(..., one_write=True)`)."""
-    measured_at, clock = (float(msg.measured_at), "device") if msg.measured_at else (received_at, "gateway")
-    values = json.dumps([[name, unit, value] for name, unit, value in msg.values], ensure_ascii=False)
     # The common case, a new reading, in one statement: inserted unless the device + seq is
     # stored already (the unique key) or at or below the seq the retention pruned up to.
     cur = conn.execute(
@@ -76,11 +76,42 @@ def insert_reading(
         " SELECT ?, ?, ?, ?, ?, ?, ?"
         " WHERE NOT EXISTS (SELECT 1 FROM readings_pruned WHERE device_id = ? AND max_seq >= ?)"
         " ON CONFLICT (device_id, seq) DO NOTHING",
-        (device_id, msg.seq, msg.kind, measured_at, received_at, clock, values, device_id, msg.seq),
+        (*_row(device_id, msg, received_at), device_id, msg.seq),
     )
     if cur.rowcount == 1:
         return int(cur.lastrowid or 0), True
-    row = conn.execute("SELECT id FROM readings WHERE device_id = ? AND seq = ?", (device_id, msg.seq)).fetchone()
+    return _stored_before(conn, device_id, msg.seq)
+
+
+def insert_readings(conn: sqlite3.Connection, calls: list[tuple[str, SensorReading, float]]) -> list[tuple[int, bool]]:
+    """`insert_reading` for each (device_id, msg, received_at), in one statement: what each call
+    would return, in order (a device + seq twice: the first is new, the second its duplicate).
+    The readings of one commit cost one INSERT (`Database.grouped(..., batch=insert_readings)`)."""
+    rows: list[object] = []
+    for device_id, msg, received_at in calls:
+        rows += _row(device_id, msg, received_at)
+    new = {(device, seq): rid for rid, device, seq in conn.execute(_insert_many_sql(len(calls)), rows)}
+    return [(rid, True) if (rid := new.pop((device_id, msg.seq), None)) is not None
+            else _stored_before(conn, device_id, msg.seq) for device_id, msg, _ in calls]
+
+
+def _row(device_id: str, msg: SensorReading, received_at: float) -> tuple[object, ...]:
+    measured_at, clock = (float(msg.measured_at), "device") if msg.measured_at else (received_at, "gateway")
+    values = json.dumps([[name, unit, value] for name, unit, value in msg.values], ensure_ascii=False)
+    return device_id, msg.seq, msg.kind, measured_at, received_at, clock, values
+
+
+@functools.lru_cache(maxsize=64)
+def _insert_many_sql(count: int) -> str:
+    return ('INSERT INTO readings (device_id, seq, kind, measured_at, received_at, clock, "values")'
+            " SELECT * FROM (VALUES " + ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * count) + ") AS v"
+            " WHERE NOT EXISTS (SELECT 1 FROM readings_pruned p WHERE p.device_id = v.column1 AND p.max_seq >= v.column2)"
+            " ON CONFLICT (device_id, seq) DO NOTHING RETURNING id, device_id, seq")
+
+
+def _stored_before(conn: sqlite3.Connection, device_id: str, seq: int) -> tuple[int, bool]:
+    """A reading not inserted: (its id, False), or (0, False) when the retention removed it."""
+    row = conn.execute("SELECT id FROM readings WHERE device_id = ? AND seq = ?", (device_id, seq)).fetchone()
     if row is None:  # stored once, then removed by the retention: still a duplicate (retention.py)
         return 0, False
     return int(row[0]), False
@@ -125,8 +156,8 @@ class SqliteReadingStore:
         self._db = db
 
     def insert(self, device_id: str, msg: SensorReading, received_at: float) -> asyncio.Future[tuple[int, bool]]:
-        return self._db.grouped(insert_reading, device_id, msg, received_at,  # shares a commit
-                                one_write=True, error=_storage_failed)
+        return self._db.grouped(insert_reading, device_id, msg, received_at,  # shares a commit and,
+                                one_write=True, error=_storage_failed, batch=insert_readings)  # its INSERT
 
 
 def _storage_failed(exc: Exception) -> Exception:
