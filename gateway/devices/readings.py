@@ -105,7 +105,8 @@ def _row(device_id: str, msg: SensorReading, received_at: float) -> tuple[object
 def _insert_many_sql(count: int) -> str:
     return ('INSERT INTO readings (device_id, seq, kind, measured_at, received_at, clock, "values")'
             " SELECT * FROM (VALUES " + ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * count) + ") AS v"
-            " WHERE NOT EXISTS (SELECT 1 FROM readings_pruned p WHERE p.device_id = v.column1 AND p.max_seq >= v.column2)"
+            " WHERE NOT EXISTS (SELECT 1 FROM readings_pruned p"
+            " WHERE p.device_id = v.column1 AND p.max_seq >= v.column2)"
             " ON CONFLICT (device_id, seq) DO NOTHING RETURNING id, device_id, seq")
 
 
