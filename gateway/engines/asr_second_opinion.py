@@ -8,6 +8,9 @@ log-probability; an empty one only when both are). A confident first transcript 
 more; an unsure one costs the second decode too. `decodes` and `second_opinions` count the calls
 (benchmarks, tests).
 
+`asr.second_opinion_choice: cross` (gateway/engines/asr_cross.py) keeps instead the candidate both
+engines score best.
+
 The second engine runs one call at a time (a lock: Whisper on CTranslate2 says it is not thread
 safe), the first as it allows; a cancelled call stops in whichever engine it is in.
 """

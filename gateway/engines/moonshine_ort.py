@@ -19,7 +19,10 @@ the self-attention cache, as sherpa-onnx does), greedy (`asr.beam_size` 1) or a 
 that width, the beams one batch per step (gateway/engines/moonshine_beam.py; the self-attention
 cache reordered by the beams' parents). It stops at EOS, at the length bound, or when the output
 starts repeating itself (gateway/engines/decode_loop.py), keeping one copy. `transcribe_scored`
-also gives the transcript's mean token log-probability (gateway/engines/asr_confidence.py).
+also gives the transcript's mean token log-probability (gateway/engines/asr_confidence.py);
+`hear` gives every finished beam and keeps the encoder's output to score any text on it by
+teacher forcing (the decoder's no-cache branch over the text's tokens, gateway/engines/
+moonshine_tokenizer.py), for the cross-scored second opinion (gateway/engines/asr_cross.py).
 The decoder loop runs in Python, so a cancelled call (the runner sets its `cancel` token when nobody
 waits for the result: a speculative decode the speech went on after, a barge-in) stops after the
 encoder or the decoder step it is in and raises `DecodeCancelled`; `decoder_steps` counts the

@@ -26,7 +26,9 @@ after the end of the audio (speech invented over the padding) is dropped too. `a
   the 30 s window's (`gateway bench-asr --engines whisper,whisper:window=30s`).
 Like faster-whisper's `no_speech_threshold` / `log_prob_threshold`, a result that the model
 itself rates as no speech (no-speech probability > 0.6 and mean log-probability < -1) is
-returned empty, so noise alone does not make a hallucinated question.
+returned empty, so noise alone does not make a hallucinated question. `hear` also keeps the
+encoder's output to score any text on it (CTranslate2's `Whisper.align`), for the cross-scored
+second opinion (gateway/engines/asr_cross.py).
 """
 
 from __future__ import annotations
