@@ -8,9 +8,9 @@ committed and every earlier reading of the session has been acked. At most `wind
 in flight per session: the next `submit` waits for the oldest, so a slow disk still pushes back on
 the device instead of filling a queue.
 
-One sender task per session sends the acks: woken when the oldest reading's store is done, it
-sends every ack that is ready in order, in one go, so the acks of one commit leave in the same
-loop pass (one MQTT write) instead of one pass each behind the one before.
+One sender task per session sends the acks: it waits for the oldest reading's ack, then sends
+every ack that is ready in order, in one go, so the acks of one commit leave in the same loop
+pass (one MQTT write) instead of one pass each behind the one before.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ class ReadingAcks:
         self._send = send
         self._window = window
         self._acks: deque[asyncio.Future[ReadingAck]] = deque()  # in the order the readings came
-        self._ready = asyncio.Event()  # the oldest is done: its ack (and maybe later ones) can go
+        self._ready = asyncio.Event()  # a reading is in flight: the sender has an ack to wait for
         self._room = asyncio.Event()  # an ack was sent: a reading more fits in the window
         self._failed: BaseException | None = None  # what sending an ack (or storing) raised
         self._sender: asyncio.Task[None] | None = None
@@ -45,24 +45,21 @@ class ReadingAcks:
             raise self._failed
         future = asyncio.ensure_future(start())  # a future as it is; a coroutine runs as a task
         self._acks.append(future)
-        if len(self._acks) == 1:  # the oldest: the sender waits for it
-            future.add_done_callback(self._oldest_done)
+        self._ready.set()
         if self._sender is None:
             self._sender = asyncio.create_task(self._send_acks(), name="reading-acks")
-
-    def _oldest_done(self, future: asyncio.Future[ReadingAck]) -> None:
-        self._ready.set()
 
     async def _send_acks(self) -> None:
         try:
             while True:
-                await self._ready.wait()
-                self._ready.clear()
+                if not self._acks:
+                    self._ready.clear()
+                    await self._ready.wait()
+                    continue
+                await self._acks[0]  # the oldest ack: awake one pass after it is set (raises as storing did)
                 while self._acks and self._acks[0].done():
                     await self._send(self._acks.popleft().result())  # raises what storing raised
                     self._room.set()
-                if self._acks:  # wait for the next oldest
-                    self._acks[0].add_done_callback(self._oldest_done)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # the session hears it at its next reading

@@ -137,3 +137,22 @@ async def test_a_grouped_write_queued_as_the_database_closes_raises_instead_of_w
     db.close()
     with pytest.raises(RuntimeError):
         await asyncio.wait_for(call, 5)
+
+
+async def test_an_ack_is_sent_in_the_loop_pass_after_its_reading_is_stored():
+    sent: list[int] = []
+
+    async def send(message: ReadingAck) -> None:
+        sent.append(message.seq)
+
+    loop = asyncio.get_running_loop()
+    stores = [loop.create_future() for _ in range(3)]
+    acks = ReadingAcks(send, window=4)
+    for store in stores:
+        await acks.submit(lambda store=store: store)
+    await asyncio.sleep(0)  # the sender is waiting for the oldest
+    for seq, store in enumerate(stores, 1):  # one commit stores them all
+        store.set_result(ReadingAck(seq, ReadingStatus.STORED))
+    await asyncio.sleep(0)  # one pass: the sender, woken by the oldest, sends every ack that is ready
+    assert sent == [1, 2, 3]
+    await acks.close()
