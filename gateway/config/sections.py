@@ -83,9 +83,11 @@ class AsrConfig(_Section):
     second_opinion: Literal["none", "whisper"] = "none"
     second_opinion_below: float = Field(-0.5, ge=-10.0, le=0.0)
     # which transcript the second opinion keeps: each model's own score of its own (own), or the
-    # candidate both models score best, Moonshine's score weighted cross_weight (cross, asr_cross.py)
+    # candidate both models score best, Moonshine's score weighted cross_weight (cross, asr_cross.py),
+    # a text's score its whole log-probability (sum) or per token (mean)
     second_opinion_choice: Literal["own", "cross"] = "own"
     cross_weight: float = Field(0.5, ge=0.0, le=1.0)
+    cross_score: Literal["sum", "mean"] = "sum"
     # whisper only (gateway/engines/whisper_ct2.py):
     language: str = Field("en", pattern=r"^[a-z]{2,3}$")  # a Whisper language code; .en models: en
     compute_type: Literal["int8", "int8_float32", "int16", "float32"] = "int8"

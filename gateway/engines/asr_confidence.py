@@ -38,15 +38,27 @@ class ScoresTranscripts(Protocol):
 
 
 @dataclass(frozen=True)
+class TextScore:
+    """How likely a model finds a text for an utterance: its tokens' summed log-probability."""
+
+    logprob: float  # natural log, the sum over the text's tokens (the end token included where scored)
+    tokens: int  # how many tokens that sum is over (0: an empty text, not scored)
+
+    @property
+    def mean(self) -> float:
+        return self.logprob / self.tokens if self.tokens else 0.0
+
+
+@dataclass(frozen=True)
 class Hearing:
     """One utterance as an engine heard it: its own transcripts, and its scorer of any text on it."""
 
     candidates: tuple[ScoredTranscript, ...]  # the engine's own transcripts, best first (greedy: one)
-    scorer: Callable[[Sequence[str]], list[float]]  # texts -> their mean token log-probabilities
+    scorer: Callable[[Sequence[str]], list[TextScore]]  # texts -> how likely each is
 
-    def score(self, texts: Sequence[str]) -> list[float]:
-        """The mean token log-probability of each non-empty text under this engine for this audio,
-        tokenized by the engine's own tokenizer (EOS included where the engine scores it)."""
+    def score(self, texts: Sequence[str]) -> list[TextScore]:
+        """How likely this engine finds each text for this audio (teacher forcing), tokenized by the
+        engine's own tokenizer (EOS included where the engine scores it); "" scores TextScore(0, 0)."""
         return self.scorer(texts)
 
 

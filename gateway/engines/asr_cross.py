@@ -9,7 +9,10 @@ engine's finished beams (`asr.beam_size`) and the second's transcript(s), each t
 each model's own tokenizer and run through its decoder on the utterance's encoding (teacher
 forcing: Moonshine's decoder over the text's tokens in one batch, Whisper's through
 CTranslate2's `Whisper.align`). The kept candidate has the best
-`weight x first's mean token log-probability + (1 - weight) x second's`. Candidates that differ
+`weight x first's log-probability of it + (1 - weight) x second's`: by default (`by` "sum") each
+model's log-probability of the whole text (the sum over its tokens: a weighted product of the two
+models' probabilities of the sentence), or (`by` "mean") per token, the length-normalised score a
+beam search ranks its own beams by. Candidates that differ
 only in case and punctuation are scored once (the best-ranked spelling kept): the words are what
 counts. A single candidate, or none, is kept without scoring.
 
@@ -22,13 +25,15 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 
-from gateway.engines.asr_confidence import Hearing, ScoredTranscript, ScoresTexts
+from gateway.engines.asr_confidence import Hearing, ScoredTranscript, ScoresTexts, TextScore
 from gateway.engines.base import CountsDecoderSteps
 
 _NOT_A_WORD = re.compile(r"[^\w\s']+")
+ScoreBy = Literal["sum", "mean"]  # a text's log-probability as a whole, or per token
 
 
 def words_of(text: str) -> str:
@@ -49,24 +54,27 @@ def candidates(*hearings: Hearing) -> list[ScoredTranscript]:
     return found
 
 
-def choose(first: Hearing, second: Hearing, weight: float) -> ScoredTranscript:
+def choose(first: Hearing, second: Hearing, weight: float, by: ScoreBy = "sum") -> ScoredTranscript:
     """The candidate of both hearings with the best weighted sum of the two models' scores of it
-    (`mean_logprob`: that sum); the first engine's best when no one has any words."""
+    (`mean_logprob`: the first engine's, per token); the first engine's best when no one has any words."""
     found = candidates(first, second)
     if not found:
         return first.candidates[0]
     if len(found) == 1:
         return found[0]
     texts = [c.text for c in found]
-    combined = weight * np.array(first.score(texts)) + (1.0 - weight) * np.array(second.score(texts))
+    ones, twos = first.score(texts), second.score(texts)
+    value = (lambda s: s.logprob) if by == "sum" else (lambda s: s.mean)
+    combined = [weight * value(a) + (1.0 - weight) * value(b) for a, b in zip(ones, twos)]
     best = int(np.argmax(combined))
-    return ScoredTranscript(found[best].text, float(combined[best]), found[best].looped)
+    return ScoredTranscript(found[best].text, ones[best].mean, found[best].looped)
 
 
 class CrossScoredAsr:
     """AsrEngine: `first`, and when it is unsure, `second` too, the candidate both score best kept."""
 
-    def __init__(self, first: ScoresTexts, second: ScoresTexts, threshold: float, weight: float) -> None:
+    def __init__(self, first: ScoresTexts, second: ScoresTexts, threshold: float, weight: float,
+                 by: ScoreBy = "sum") -> None:
         if first.sample_rate != second.sample_rate:
             raise ValueError(f"the engines' sample rates differ: {first.sample_rate} and {second.sample_rate}")
         if not 0.0 <= weight <= 1.0:
@@ -74,7 +82,7 @@ class CrossScoredAsr:
         self.sample_rate = first.sample_rate
         self.thread_safe = True  # the second engine is behind a lock; the first engine's own calls are per call
         self._first, self._second = first, second
-        self._threshold, self._weight = threshold, weight
+        self._threshold, self._weight, self._by = threshold, weight, by
         self._second_lock = threading.Lock()
         self._count_lock = threading.Lock()
         self.decodes = 0  # utterances decoded
@@ -101,11 +109,11 @@ class CrossScoredAsr:
             return first.candidates[0]
         with self._second_lock:
             second = self._second.hear(audio, cancel)
-        return choose(first, self._one_at_a_time(second), self._weight)
+        return choose(first, self._one_at_a_time(second), self._weight, self._by)
 
     def _one_at_a_time(self, hearing: Hearing) -> Hearing:
         """`hearing` with its scorer behind the second engine's lock."""
-        def score(texts: Sequence[str]) -> list[float]:
+        def score(texts: Sequence[str]) -> list[TextScore]:
             with self._second_lock:
                 return hearing.score(texts)
         return Hearing(hearing.candidates, score)

@@ -77,7 +77,8 @@ def load_asr(cfg: GatewayConfig, store: ModelStore, progress: Progress = _quiet)
         first = load_asr(cfg.model_copy(update={"asr": alone}), store, progress)
         second = load_asr(cfg.model_copy(update={"asr": whisper}), store, progress)
         if a.second_opinion_choice == "cross":  # both models score every candidate
-            return CrossScoredAsr(first, second, a.second_opinion_below, a.cross_weight)  # type: ignore[arg-type]
+            return CrossScoredAsr(first, second, a.second_opinion_below, a.cross_weight,  # type: ignore[arg-type]
+                                  a.cross_score)
         return SecondOpinionAsr(first, second, a.second_opinion_below)  # type: ignore[arg-type]  # both score
     if a.engine in ("moonshine", "moonshine-sherpa"):
         files = _files(store, a.model, "asr", "asr.model", progress)

@@ -40,7 +40,7 @@ import numpy as np
 import onnxruntime
 
 from gateway.engines.base import DecodeCancelled
-from gateway.engines.asr_confidence import Hearing, ScoredTranscript
+from gateway.engines.asr_confidence import Hearing, ScoredTranscript, TextScore
 from gateway.engines.moonshine_beam import Hypothesis, log_softmax, n_best
 from gateway.engines.moonshine_tokenizer import MoonshineTokenizer
 from gateway.engines.sherpa_asr import SAMPLE_RATE, _as_input, _require_files, clean_transcript
@@ -119,7 +119,7 @@ class MoonshineOnnxAsr:
         encoding: the decoder run once over each text's tokens (`_teacher_forced`)."""
         samples = _as_input(audio)
         if samples.size < _MIN_SAMPLES:
-            return Hearing((ScoredTranscript("", 0.0),), lambda texts: [0.0 for _ in texts])
+            return Hearing((ScoredTranscript("", 0.0),), lambda texts: [TextScore(0.0, 0) for _ in texts])
         try:
             hidden, found = self._decode(samples, cancel)
         except DecodeCancelled:
@@ -132,8 +132,8 @@ class MoonshineOnnxAsr:
         text = b"".join(self._tokens[i] for i in best.ids if i < len(self._tokens)).decode("utf-8", "replace")
         return ScoredTranscript(clean_transcript(text.replace("\u2581", " ")), best.mean_logprob, best.looped)
 
-    def _teacher_forced(self, hidden: np.ndarray, texts: Sequence[str]) -> list[float]:
-        """Each text's mean token log-probability (EOS included) given the encoder's `hidden`: the
+    def _teacher_forced(self, hidden: np.ndarray, texts: Sequence[str]) -> list[TextScore]:
+        """Each text's token log-probabilities (EOS included) given the encoder's `hidden`: the
         decoder's no-cache branch run once over all of them, right-padded (its self-attention is
         causal, so a position never sees the padding after it)."""
         sequences = [self._tokenizer.encode(t.strip()) for t in texts]
@@ -151,12 +151,12 @@ class MoonshineOnnxAsr:
             logits = self._dec.run([self._logits], feeds)[0]
         except Exception as exc:  # onnxruntime errors carry their own types
             raise AsrError(f"Moonshine scoring failed: {exc}") from exc
-        means: list[float] = []
+        scores: list[TextScore] = []
         for row, seq in enumerate(sequences):
             targets = np.array(seq + [EOS], np.int64)
             logprobs = log_softmax(logits[row, : targets.size].astype(np.float32))
-            means.append(float(logprobs[np.arange(targets.size), targets].mean()))
-        return means
+            scores.append(TextScore(float(logprobs[np.arange(targets.size), targets].sum()), int(targets.size)))
+        return scores
 
     def _decode(self, samples: np.ndarray, cancel: threading.Event | None) -> tuple[np.ndarray, list[Hypothesis]]:
         steps = 0

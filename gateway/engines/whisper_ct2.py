@@ -43,7 +43,7 @@ import ctranslate2
 import numpy as np
 import tokenizers
 
-from gateway.engines.asr_confidence import Hearing, ScoredTranscript
+from gateway.engines.asr_confidence import Hearing, ScoredTranscript, TextScore
 from gateway.engines.base import DecodeCancelled
 from gateway.engines.sherpa_asr import SAMPLE_RATE, _as_input, _require_files, _warmup_audio
 from gateway.engines.whisper_mel import log_mel
@@ -114,7 +114,7 @@ class WhisperCt2Asr:
         leaves out the end and timestamp tokens, so the end of the text is not scored)."""
         samples = _as_input(audio)
         if samples.size < _MIN_SAMPLES:
-            return Hearing((ScoredTranscript("", 0.0),), lambda texts: [0.0 for _ in texts])
+            return Hearing((ScoredTranscript("", 0.0),), lambda texts: [TextScore(0.0, 0) for _ in texts])
         try:
             mel = self._mel(samples)
             encoded = np.asarray(self._model.encode(ctranslate2.StorageView.from_array(mel[None]), to_cpu=True))
@@ -124,21 +124,22 @@ class WhisperCt2Asr:
         frames = min(mel.shape[1], samples.size // 160)
         return Hearing(heard, lambda texts: self._aligned(encoded, frames, texts))
 
-    def _aligned(self, encoded: np.ndarray, frames: int, texts: Sequence[str]) -> list[float]:
+    def _aligned(self, encoded: np.ndarray, frames: int, texts: Sequence[str]) -> list[TextScore]:
         sequences = [self._tok.encode(" " + t.strip(), add_special_tokens=False).ids if t.strip() else []
                      for t in texts]
         scored = [i for i, seq in enumerate(sequences) if seq]
-        means = [0.0] * len(sequences)
+        scores = [TextScore(0.0, 0)] * len(sequences)
         if not scored:
-            return means
+            return scores
         try:
             results = self._model.align(ctranslate2.StorageView.from_array(np.repeat(encoded, len(scored), 0)),
                                         self._prompt, [sequences[i] for i in scored], [frames] * len(scored))
         except (RuntimeError, ValueError) as exc:
             raise AsrError(f"Whisper scoring failed: {exc}") from exc
         for i, result in zip(scored, results):
-            means[i] = float(np.log(np.maximum(np.asarray(result.text_token_probs, np.float64), 1e-30)).mean())
-        return means
+            logprobs = np.log(np.maximum(np.asarray(result.text_token_probs, np.float64), 1e-30))
+            scores[i] = TextScore(float(logprobs.sum()), int(logprobs.size))
+        return scores
 
     def _mel(self, samples: np.ndarray) -> np.ndarray:
         feats = log_mel(samples[: 30 * SAMPLE_RATE], self._n_mels)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from gateway.config import GatewayConfig
-from gateway.engines.asr_confidence import Hearing, ScoredTranscript
+from gateway.engines.asr_confidence import Hearing, ScoredTranscript, TextScore
 from gateway.engines.asr_cross import CrossScoredAsr, candidates, choose, words_of
 from gateway.engines.factory import load_asr
 from gateway.engines.moonshine_ort import MoonshineOnnxAsr
@@ -26,17 +26,19 @@ AUDIO = np.zeros(16000, np.float32)
 
 
 class _Hears:
-    """An engine that hears `own` (best first) and scores a text from `scores` (else -9), counting calls."""
+    """An engine that hears `own` (best first) and scores a text from `scores` (else -9; a value, as
+    one token, or a TextScore), counting calls."""
 
     sample_rate = 16000
 
-    def __init__(self, own: list[ScoredTranscript], scores: dict[str, float] | None = None) -> None:
+    def __init__(self, own: list[ScoredTranscript], scores: dict[str, float | TextScore] | None = None) -> None:
         self.own, self.scores = own, scores or {}
         self.hears, self.scored = 0, []  # hear() calls; every text scored
 
-    def _score(self, texts: Sequence[str]) -> list[float]:
+    def _score(self, texts: Sequence[str]) -> list[TextScore]:
         self.scored += list(texts)
-        return [self.scores.get(t, -9.0) for t in texts]
+        found = [self.scores.get(t, -9.0) for t in texts]
+        return [s if isinstance(s, TextScore) else TextScore(s, 1) for s in found]
 
     def hear(self, audio: np.ndarray, cancel: threading.Event | None = None) -> Hearing:
         self.hears += 1
@@ -68,7 +70,7 @@ def test_an_unsure_transcript_gets_the_candidate_both_engines_score_best() -> No
     asr = _asr(first, second)
     heard = asr.transcribe_scored(AUDIO)
     assert heard.text == "Turn off the lights."
-    assert heard.mean_logprob == pytest.approx(0.5 * -1.0 + 0.5 * -0.3)
+    assert heard.mean_logprob == pytest.approx(-1.0)  # the first engine's score of it
     assert (first.hears, second.hears, asr.decodes, asr.second_opinions) == (1, 1, 1, 1)
     assert first.scored == second.scored == ["Turn of the lice.", "Turn off the lights."]
 
@@ -82,6 +84,14 @@ def test_the_weight_is_the_first_engines_share_of_the_score() -> None:
     assert pick(1.0) == "Dim the lamp." and pick(0.0) == "Dim the lamb."
     assert pick(0.5) == "Dim the lamb."  # -0.9 + -0.7 > -0.6 + -1.2
     assert pick(0.8) == "Dim the lamp."
+
+
+def test_a_text_is_scored_as_a_whole_or_per_token() -> None:
+    long, short = "Turn on the lights in the hall.", "Turn on the lights."
+    first = _Hears([ScoredTranscript(long, -0.7)], {long: TextScore(-5.0, 10), short: TextScore(-3.0, 4)})
+    second = _Hears([ScoredTranscript(short, -0.6)], {long: TextScore(-6.0, 10), short: TextScore(-3.2, 4)})
+    assert CrossScoredAsr(first, second, -0.5, 0.5, by="sum").transcribe(AUDIO) == short  # -3.1 > -5.5
+    assert CrossScoredAsr(first, second, -0.5, 0.5, by="mean").transcribe(AUDIO) == long  # -0.55 > -0.775
 
 
 def test_a_beam_neither_engine_put_first_can_win() -> None:
@@ -147,6 +157,8 @@ def test_the_config_names_the_key_of_a_cross_choice_without_a_second_opinion(mak
         make_config(tmp_path, asr={"second_opinion": "whisper", "second_opinion_choice": "cross", "cross_weight": 2})
     with pytest.raises(Exception, match="asr.second_opinion_choice"):
         make_config(tmp_path, asr={"second_opinion": "whisper", "second_opinion_choice": "both"})
+    with pytest.raises(Exception, match="asr.cross_score"):
+        make_config(tmp_path, asr={"second_opinion": "whisper", "second_opinion_choice": "cross", "cross_score": "max"})
 
 
 def _cross_cfg(cfg: GatewayConfig, below: float, beam_size: int = 1) -> GatewayConfig:
@@ -176,9 +188,10 @@ def test_each_model_scores_what_it_heard_and_moonshine_tokenizes_as_it_decodes(p
     moonshine, whisper = asr._first.hear(audio), asr._second.hear(audio)
     assert len(moonshine.candidates) > 1  # the beams' n-best
     texts = [moonshine.candidates[0].text, whisper.candidates[0].text, "Please feed the goldfish twice."]
-    ms, ws = moonshine.score(texts), whisper.score(texts)
+    ms, ws = [s.mean for s in moonshine.score(texts)], [s.mean for s in whisper.score(texts)]
     assert ms[0] == pytest.approx(moonshine.candidates[0].mean_logprob, abs=0.05)  # teacher forcing = its decode
     assert min(ms[:2]) > ms[2] + 1 and min(ws[:2]) > ws[2] + 1
+    assert moonshine.score([""])[0].tokens == 1 and whisper.score([""])[0].tokens == 0  # Moonshine scores EOS
     tokenizer = MoonshineTokenizer(asr._first._tokens)
     ids = tokenizer.encode("What time is it? Twelve o'clock, café.")
     decoded = b"".join(asr._first._tokens[i] for i in ids).decode("utf-8").replace("\u2581", " ")
