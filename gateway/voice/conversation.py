@@ -34,8 +34,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from datetime import datetime
 
 import numpy as np
@@ -51,24 +49,17 @@ from gateway.engines.wake_word import WakeWordDetector
 from gateway.voice.echo_guard import EchoGuard, Ended
 from gateway.voice.endpointing import Endpointer, Event
 from gateway.voice.events import (BargedIn, ListenChanged, ReplyEnded, SentenceStarted, SpeechEnded, SpeechStarted,
-                                  TurnEvent, TurnEvents, TurnMetrics)
+                                  TurnEvent, TurnEvents, TurnMetrics, WatchedEvents)
 from gateway.voice.listen_mode import Listening, ListenMode, Outcome, StopWords, Verdict
 from gateway.voice.listener import ASR_RATE, Listener, Woke
 from gateway.voice.replier import Decode, Replier
 from gateway.voice.speaker import Send, SentenceHook, Speaker
-from gateway.voice.speculation import SpeculativeReply
+from gateway.voice.speculation import Speculation, SpeculativeReply
 from gateway.voice.stop_check import StopCheck
 
 log = logging.getLogger(__name__)
 
 __all__ = ["Conversation", "TurnMetrics"]
-
-
-@dataclass
-class _Speculation:
-    decode: asyncio.Task[tuple[str, float]]
-    started: float = field(default_factory=time.monotonic)
-    reply: SpeculativeReply | None = None  # the brain asked on the speculative transcript
 
 
 class Conversation:
@@ -100,7 +91,7 @@ class Conversation:
         self._announced = False  # the current utterance is addressed: the device heard SpeechStarted
         self._told = False  # the device was told its first listen state
         self._ptt_noted = False  # the log said once that audio outside the button's hold is ignored
-        events = _Watched(events, self._watch)  # the Replier's ReplyEnded move the listen state
+        events = WatchedEvents(events, self._watch)  # the Replier's ReplyEnded move the listen state
         self._runner = runner
         self._brain = brain
         self._events = events
@@ -125,7 +116,7 @@ class Conversation:
         self._speaker = Speaker(runner, self._echo.tap(send), audio_out, cfg.audio.chunk_ms, cfg.audio.prebuffer_ms,
                                 on_sentence=on_sentence, on_start=started, who=device_id)
         self._replier = Replier(device_id, peer, brain, self._speaker, events)
-        self._spec: _Speculation | None = None
+        self._spec: Speculation | None = None
         self._speculate_reply = cfg.brain.speculate and brain.speculates
 
     # ---- inbound -------------------------------------------------------------------------
@@ -207,7 +198,7 @@ class Conversation:
             if self._speculate_reply:
                 ctx = BrainContext(self.device_id, datetime.now().astimezone(), reports_playback=True)
                 reply = SpeculativeReply(self._brain, ctx, decode, on_first=self._speaker.prepare)
-            self._spec = _Speculation(decode, reply=reply)
+            self._spec = Speculation(decode, reply=reply)
         elif event is Event.RESUMED:
             await self._drop_speculation()  # stale: its decode is cancelled (the thread's result is ignored)
         elif event is Event.ENDPOINT:
@@ -293,13 +284,8 @@ class Conversation:
     async def _drop_speculation(self) -> None:
         """Forget the speculative decode: its early reply withdrawn, the decode cancelled and awaited."""
         spec, self._spec = self._spec, None
-        if spec is None:
-            return
-        if spec.reply is not None:
-            await spec.reply.withdraw()
-            self._speaker.drop_prepared()
-        spec.decode.cancel()
-        await asyncio.gather(spec.decode, return_exceptions=True)
+        if spec is not None:
+            await spec.drop(self._speaker.drop_prepared)
 
     def _decode(self, audio: np.ndarray) -> asyncio.Task[tuple[str, float]]:
         """The utterance's transcript, decoded on the ASR thread (owned by a speculation or a turn)."""
@@ -309,19 +295,6 @@ class Conversation:
             return text, (time.monotonic() - started) * 1000
 
         return asyncio.create_task(run(), name=f"decode {self.device_id}")
-
-
-class _Watched(TurnEvents):
-    """The session's events as the Replier publishes them, each also shown to `watch` (after)."""
-
-    def __init__(self, inner: TurnEvents, watch: Callable[[TurnEvent], Awaitable[None]]) -> None:
-        super().__init__()
-        self._inner = inner
-        self._watch = watch
-
-    async def publish(self, event: TurnEvent) -> None:
-        await self._inner.publish(event)
-        await self._watch(event)
 
 
 def _ms(audio: np.ndarray) -> float:

@@ -145,3 +145,17 @@ class TurnEvents:
             await sink(event)
         if self._bus is not None:
             self._bus.publish(event)
+
+
+class WatchedEvents(TurnEvents):
+    """A session's events as its turns publish them, each also shown to `watch` (after the inner
+    publisher's sinks and bus): the conversation follows its replies' ends this way."""
+
+    def __init__(self, inner: TurnEvents, watch: Callable[[TurnEvent], Awaitable[None]]) -> None:
+        super().__init__()
+        self._inner = inner
+        self._watch = watch
+
+    async def publish(self, event: TurnEvent) -> None:
+        await self._inner.publish(event)
+        await self._watch(event)

@@ -17,6 +17,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 
 from gateway.brain.contract import BrainContext, BrainSession, Sentence
 
@@ -81,3 +82,21 @@ class SpeculativeReply:
         # Still running in the speaker's task (a barge-in cancelled it): that task unwinds it.
         if self._gen is not None and not self._gen.ag_running:  # type: ignore[attr-defined]
             await self._gen.aclose()  # type: ignore[attr-defined]
+
+
+@dataclass
+class Speculation:
+    """An utterance's speculative decode and the reply asked on it (when the brain speculates),
+    held by the conversation until the endpoint hands them to the turn or the speech resumes."""
+
+    decode: asyncio.Task[tuple[str, float]]
+    reply: SpeculativeReply | None = None
+
+    async def drop(self, drop_prepared: Callable[[], None]) -> None:
+        """Forget it: the early reply withdrawn (and the audio prepared for it dropped), the decode
+        cancelled and awaited (a thread already decoding finishes; its result is ignored)."""
+        if self.reply is not None:
+            await self.reply.withdraw()
+            drop_prepared()
+        self.decode.cancel()
+        await asyncio.gather(self.decode, return_exceptions=True)
