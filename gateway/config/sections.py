@@ -82,9 +82,8 @@ class AsrConfig(_Section):
     # (gateway/engines/asr_second_opinion.py)
     second_opinion: Literal["none", "whisper"] = "none"
     second_opinion_below: float = Field(-0.5, ge=-10.0, le=0.0)
-    # which transcript the second opinion keeps: each model's own score of its own (own), or the
-    # candidate both models score best, Moonshine's score weighted cross_weight (cross, asr_cross.py),
-    # a text's score its whole log-probability (sum) or per token (mean)
+    # which transcript the second opinion keeps: the surer by its own model (own), or the best
+    # weighted score of both models of every candidate (cross, asr_cross.py; cross_score sum | mean)
     second_opinion_choice: Literal["own", "cross"] = "own"
     cross_weight: float = Field(0.5, ge=0.0, le=1.0)
     cross_score: Literal["sum", "mean"] = "sum"

@@ -65,14 +65,15 @@ def test_a_sure_first_transcript_is_kept_without_the_second_or_any_scoring() -> 
 
 def test_an_unsure_transcript_gets_the_candidate_both_engines_score_best() -> None:
     # Each engine prefers its own transcript; the sum prefers the second's.
-    first = _Hears([ScoredTranscript("Turn of the lice.", -0.9)], {"Turn of the lice.": -0.9, "Turn off the lights.": -1.0})
-    second = _Hears([ScoredTranscript("Turn off the lights.", -0.4)], {"Turn of the lice.": -3.0, "Turn off the lights.": -0.3})
+    wrong, right = "Turn of the lice.", "Turn off the lights."
+    first = _Hears([ScoredTranscript(wrong, -0.9)], {wrong: -0.9, right: -1.0})
+    second = _Hears([ScoredTranscript(right, -0.4)], {wrong: -3.0, right: -0.3})
     asr = _asr(first, second)
     heard = asr.transcribe_scored(AUDIO)
     assert heard.text == "Turn off the lights."
     assert heard.mean_logprob == pytest.approx(-1.0)  # the first engine's score of it
     assert (first.hears, second.hears, asr.decodes, asr.second_opinions) == (1, 1, 1, 1)
-    assert first.scored == second.scored == ["Turn of the lice.", "Turn off the lights."]
+    assert first.scored == second.scored == [wrong, right]
 
 
 def test_the_weight_is_the_first_engines_share_of_the_score() -> None:
@@ -97,7 +98,8 @@ def test_a_text_is_scored_as_a_whole_or_per_token() -> None:
 def test_a_beam_neither_engine_put_first_can_win() -> None:
     first = _Hears([ScoredTranscript("Feed the cat.", -0.6), ScoredTranscript("Feed the cap.", -0.7)],
                    {"Feed the cat.": -0.6, "Feed the cap.": -0.7, "Feet the cap.": -2.0})
-    second = _Hears([ScoredTranscript("Feet the cap.", -0.8)], {"Feed the cat.": -2.5, "Feed the cap.": -0.5, "Feet the cap.": -0.8})
+    second = _Hears([ScoredTranscript("Feet the cap.", -0.8)],
+                    {"Feed the cat.": -2.5, "Feed the cap.": -0.5, "Feet the cap.": -0.8})
     assert _asr(first, second).transcribe(AUDIO) == "Feed the cap."
 
 
@@ -135,7 +137,8 @@ def test_a_looped_transcript_is_unsure_and_the_bar_at_zero_asks_the_second_alway
 
 
 def test_candidates_keep_the_first_spelling_of_each_wording_in_order() -> None:
-    a = Hearing((ScoredTranscript("Hi there.", -0.1), ScoredTranscript("", 0.0), ScoredTranscript("hi there", -0.2)), lambda t: [])
+    a = Hearing((ScoredTranscript("Hi there.", -0.1), ScoredTranscript("", 0.0), ScoredTranscript("hi there", -0.2)),
+                lambda t: [])
     b = Hearing((ScoredTranscript("High there.", -0.3), ScoredTranscript("Hi, there!", -0.4)), lambda t: [])
     assert [c.text for c in candidates(a, b)] == ["Hi there.", "High there."]
     assert choose(Hearing((ScoredTranscript("", 0.0),), lambda t: []), Hearing((), lambda t: []), 0.5).text == ""
@@ -158,7 +161,8 @@ def test_the_config_names_the_key_of_a_cross_choice_without_a_second_opinion(mak
     with pytest.raises(Exception, match="asr.second_opinion_choice"):
         make_config(tmp_path, asr={"second_opinion": "whisper", "second_opinion_choice": "both"})
     with pytest.raises(Exception, match="asr.cross_score"):
-        make_config(tmp_path, asr={"second_opinion": "whisper", "second_opinion_choice": "cross", "cross_score": "max"})
+        make_config(tmp_path, asr={"second_opinion": "whisper", "second_opinion_choice": "cross",
+                                   "cross_score": "max"})
 
 
 def _cross_cfg(cfg: GatewayConfig, below: float, beam_size: int = 1) -> GatewayConfig:
