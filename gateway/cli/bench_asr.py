@@ -37,7 +37,7 @@ from gateway.asreval.detail import breakdown, misheard
 from gateway.asreval.measure import SNRS, Score, condition_audio, evaluate
 from gateway.asreval.render import RATE, render
 from gateway.config import GatewayConfig
-from gateway.config.sections import AsrConfig
+from gateway.config.engines import AsrConfig
 from gateway.engines.factory import load_asr, load_vad
 from gateway.engines.store import ModelStore
 
