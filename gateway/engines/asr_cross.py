@@ -30,7 +30,7 @@ from typing import Literal
 import numpy as np
 
 from gateway.engines.asr_confidence import Hearing, ScoredTranscript, ScoresTexts, TextScore
-from gateway.engines.base import CountsDecoderSteps
+from gateway.engines.asr_second_opinion import SecondOpinionAsr
 
 _NOT_A_WORD = re.compile(r"[^\w\s']+")
 ScoreBy = Literal["sum", "mean"]  # a text's log-probability as a whole, or per token
@@ -70,45 +70,24 @@ def choose(first: Hearing, second: Hearing, weight: float, by: ScoreBy = "sum") 
     return ScoredTranscript(found[best].text, ones[best].mean, found[best].looped)
 
 
-class CrossScoredAsr:
-    """AsrEngine: `first`, and when it is unsure, `second` too, the candidate both score best kept."""
+class CrossScoredAsr(SecondOpinionAsr):
+    """AsrEngine: `first`, and when it is unsure, `second` too, the candidate both score best kept
+    (when to ask and the counts: SecondOpinionAsr's)."""
 
     def __init__(self, first: ScoresTexts, second: ScoresTexts, threshold: float, weight: float,
                  by: ScoreBy = "sum") -> None:
-        if first.sample_rate != second.sample_rate:
-            raise ValueError(f"the engines' sample rates differ: {first.sample_rate} and {second.sample_rate}")
         if not 0.0 <= weight <= 1.0:
             raise ValueError(f"the first engine's weight must be within 0..1, not {weight}")
-        self.sample_rate = first.sample_rate
-        self.thread_safe = True  # the second engine is behind a lock; the first engine's own calls are per call
-        self._first, self._second = first, second
-        self._threshold, self._weight, self._by = threshold, weight, by
-        self._second_lock = threading.Lock()
-        self._count_lock = threading.Lock()
-        self.decodes = 0  # utterances decoded
-        self.second_opinions = 0  # of those, how many the second engine decoded (and both scored) too
-
-    @property
-    def decoder_steps(self) -> int | None:
-        """The first engine's decoder steps, when it counts them (CountsDecoderSteps)."""
-        return self._first.decoder_steps if isinstance(self._first, CountsDecoderSteps) else None
-
-    def unsure(self, heard: ScoredTranscript) -> bool:
-        return not heard.text or heard.looped or heard.mean_logprob < self._threshold
-
-    def transcribe(self, audio: np.ndarray, cancel: threading.Event | None = None) -> str:
-        return self.transcribe_scored(audio, cancel).text
+        super().__init__(first, second, threshold)
+        self._hears_first, self._hears_second = first, second
+        self._weight, self._by = weight, by
 
     def transcribe_scored(self, audio: np.ndarray, cancel: threading.Event | None = None) -> ScoredTranscript:
-        first = self._first.hear(audio, cancel)
-        unsure = self.unsure(first.candidates[0])
-        with self._count_lock:
-            self.decodes += 1
-            self.second_opinions += unsure
-        if not unsure:
+        first = self._hears_first.hear(audio, cancel)
+        if not self._counted(first.candidates[0]):
             return first.candidates[0]
         with self._second_lock:
-            second = self._second.hear(audio, cancel)
+            second = self._hears_second.hear(audio, cancel)
         return choose(first, self._one_at_a_time(second), self._weight, self._by)
 
     def _one_at_a_time(self, hearing: Hearing) -> Hearing:

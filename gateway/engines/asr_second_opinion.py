@@ -47,16 +47,20 @@ class SecondOpinionAsr:
     def unsure(self, heard: ScoredTranscript) -> bool:
         return not heard.text or heard.looped or heard.mean_logprob < self._threshold
 
+    def _counted(self, heard: ScoredTranscript) -> bool:
+        """Count the utterance the first engine heard; True when it gets a second opinion."""
+        unsure = self.unsure(heard)
+        with self._count_lock:
+            self.decodes += 1
+            self.second_opinions += unsure
+        return unsure
+
     def transcribe(self, audio: np.ndarray, cancel: threading.Event | None = None) -> str:
         return self.transcribe_scored(audio, cancel).text
 
     def transcribe_scored(self, audio: np.ndarray, cancel: threading.Event | None = None) -> ScoredTranscript:
         heard = self._first.transcribe_scored(audio, cancel)
-        unsure = self.unsure(heard)
-        with self._count_lock:
-            self.decodes += 1
-            self.second_opinions += unsure
-        if not unsure:
+        if not self._counted(heard):
             return heard
         with self._second_lock:
             other = self._second.transcribe_scored(audio, cancel)
