@@ -20,6 +20,7 @@ import asyncio
 import sqlite3
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,6 +28,7 @@ T = TypeVar("T")
 # many grouped calls' writes in one statement: (conn, [args, ...]) -> their results (`Database.grouped`)
 Batch = Callable[[sqlite3.Connection, list[tuple[Any, ...]]], list[Any]]
 Call = tuple[Callable[..., Any], tuple[object, ...], bool, Batch | None]  # fn, args, one_write, batch
+Settled = Callable[[Any, BaseException | None], None]  # then(result, None) or then(None, exception)
 BATCH_CALLS = 256  # calls per batched statement at most (a reading binds 7 parameters)
 
 SCHEMA = """
@@ -100,7 +102,7 @@ class Database:
         self.path = path
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite")
         self._conn = self._executor.submit(connect, path).result()
-        self._group: list[tuple[Callable[..., Any], tuple[object, ...], bool, Batch | None, asyncio.Future[Any],
+        self._group: list[tuple[Callable[..., Any], tuple[object, ...], bool, Batch | None, Settled,
                                 Callable[[Exception], Exception] | None]] = []
         self._committing = False  # a grouped transaction is on the database thread
         self.group_commits = 0  # grouped transactions committed (the calls they held: grouped_calls)
@@ -128,13 +130,20 @@ class Database:
         this `batch` in a row, in one statement, returning their results in order (the readings of
         a commit: one INSERT, not one each); when it raises it is undone and the calls run one by
         one through `fn`, so one that fails fails alone."""
+        done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self.grouped_then(fn, *args, then=partial(_settle_future, done), one_write=one_write, error=error, batch=batch)
+        return done
+
+    def grouped_then(self, fn: Callable[..., Any], *args: object, then: Settled, one_write: bool = False,
+                     error: Callable[[Exception], Exception] | None = None, batch: Batch | None = None) -> None:
+        """`grouped` without a future: `then(result, None)` or `then(None, exception)` is called
+        in the loop pass that settles the transaction, so a reading's ack is made in that pass,
+        not in a done-callback one pass later (the readings of an MQTT session)."""
         loop = asyncio.get_running_loop()
-        done: asyncio.Future[T] = loop.create_future()
-        self._group.append((fn, args, one_write, batch, done, error))
+        self._group.append((fn, args, one_write, batch, then, error))
         if not self._committing:  # started at the end of this loop pass: the calls made in the
             self._committing = True  # same pass (a batch of MQTT readings) share the transaction
             loop.call_soon(self._commit_group, loop)
-        return done
 
     def _commit_group(self, loop: asyncio.AbstractEventLoop) -> None:
         group, self._group = self._group, []
@@ -144,9 +153,8 @@ class Database:
             committed = self._executor.submit(_in_one_transaction, self._conn, calls)
         except RuntimeError as exc:  # closed since the call was queued: its caller hears so
             self._committing = False
-            for *_, done, error in group:
-                if not done.done():
-                    done.set_exception(error(exc) if error is not None else exc)
+            for *_, then, error in group:
+                then(None, error(exc) if error is not None else exc)
             return
 
         def settle(committed: Future[list[tuple[bool, Any]]]) -> None:
@@ -155,15 +163,15 @@ class Database:
             self.grouped_calls += len(group)
             failed = committed.exception()
             outcomes = committed.result() if failed is None else None
-            for i, (*_, done, error) in enumerate(group):
-                if done.done():  # its caller was cancelled
-                    continue
+            for i, (*_, then, error) in enumerate(group):
                 outcome = failed if outcomes is None else outcomes[i][1]
-                if isinstance(outcome, BaseException):
-                    done.set_exception(error(outcome) if error is not None and isinstance(outcome, Exception)
-                                       else outcome)
-                else:
-                    done.set_result(outcome)
+                try:  # (a caller's bug must not keep the others waiting)
+                    if isinstance(outcome, BaseException):
+                        then(None, error(outcome) if error is not None and isinstance(outcome, Exception) else outcome)
+                    else:
+                        then(outcome, None)
+                except Exception as exc:
+                    loop.call_exception_handler({"message": "a grouped call's callback failed", "exception": exc})
             if self._group:
                 self._commit_group(loop)
 
@@ -178,6 +186,15 @@ class Database:
     def close(self) -> None:
         self._executor.submit(self._conn.close).result()
         self._executor.shutdown(wait=True)
+
+
+def _settle_future(done: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+    if done.done():  # its caller was cancelled
+        return
+    if exc is not None:
+        done.set_exception(exc)
+    else:
+        done.set_result(result)
 
 
 def _in_one_transaction(conn: sqlite3.Connection, calls: list[Call]) -> list[tuple[bool, Any]]:

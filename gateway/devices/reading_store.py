@@ -3,11 +3,15 @@
 `SqliteReadingStore` (gateway/devices/readings.py) is the embedded default; `PostgresReadingStore`
 (gateway/storage/readings.py) is the shared store of several gateways. Either way `insert` returns
 only after the row is committed, and one device + seq is one row, whichever gateway stored it.
+`insert_then` is the same with a callback instead of an awaitable (SQLite calls it in the loop pass
+that settles the commit; by default it is the awaitable's done-callback).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+import asyncio
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Protocol
 
 from firmware_protocol import SensorReading
@@ -23,3 +27,20 @@ class ReadingStore(Protocol):
         for a seq the retention already pruned. StorageFailed when nothing could be committed.
         A coroutine (PostgreSQL) or a future (SQLite: no task per reading)."""
         ...
+
+    def insert_then(self, device_id: str, msg: SensorReading, received_at: float,
+                    then: Callable[[tuple[int, bool] | None, BaseException | None], None]) -> None:
+        """`insert`, then `then((row id, new), None)` or `then(None, exception)` (StorageFailed,
+        or CancelledError when the insert was cancelled)."""
+        stored = asyncio.ensure_future(self.insert(device_id, msg, received_at))
+        stored.add_done_callback(partial(_settled, then))
+
+
+def _settled(then: Callable[[tuple[int, bool] | None, BaseException | None], None],
+             stored: asyncio.Future[tuple[int, bool]]) -> None:
+    if stored.cancelled():
+        then(None, asyncio.CancelledError())
+    elif (exc := stored.exception()) is not None:
+        then(None, exc)
+    else:
+        then(stored.result(), None)

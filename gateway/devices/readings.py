@@ -150,7 +150,7 @@ def reading_kinds(conn: sqlite3.Connection) -> list[tuple[str, str]]:
     return [(d, k) for d, k in conn.execute("SELECT DISTINCT device_id, kind FROM readings ORDER BY device_id, kind")]
 
 
-class SqliteReadingStore:
+class SqliteReadingStore(ReadingStore):
     """The ReadingStore on the gateway's SQLite database (its one writer thread)."""
 
     def __init__(self, db: Database) -> None:
@@ -159,6 +159,12 @@ class SqliteReadingStore:
     def insert(self, device_id: str, msg: SensorReading, received_at: float) -> asyncio.Future[tuple[int, bool]]:
         return self._db.grouped(insert_reading, device_id, msg, received_at,  # shares a commit and,
                                 one_write=True, error=_storage_failed, batch=insert_readings)  # its INSERT
+
+    def insert_then(self, device_id: str, msg: SensorReading, received_at: float,
+                    then: Callable[[tuple[int, bool] | None, BaseException | None], None]) -> None:
+        """`then` is called in the loop pass that settles the commit (no future, no done-callback)."""
+        self._db.grouped_then(insert_reading, device_id, msg, received_at, then=then,
+                              one_write=True, error=_storage_failed, batch=insert_readings)
 
 
 def _storage_failed(exc: Exception) -> Exception:
@@ -218,24 +224,24 @@ class ReadingService:
             log.warning("%s: reading-invalid: %s reading seq %d refused: %s", peer, msg.kind, msg.seq, exc)
             ack.set_result(ReadingAck(msg.seq, ReadingStatus.REJECTED, "reading-invalid", str(exc)))
             return ack
-        stored = asyncio.ensure_future(self._store.insert(device_id, msg, received_at))  # SQLite: a future
-        stored.add_done_callback(partial(self._stored, ack, device_id, peer, msg, received_at))
+        # SQLite: the ack is made in the loop pass that settles the commit
+        self._store.insert_then(device_id, msg, received_at, partial(self._stored, ack, device_id, peer, msg,
+                                                                     received_at))
         return ack
 
     def _stored(self, ack: asyncio.Future[ReadingAck], device_id: str, peer: str, msg: SensorReading,
-                received_at: float, stored: asyncio.Future[tuple[int, bool]]) -> None:
-        try:
-            reading_id, new = stored.result()
-        except StorageFailed as exc:
+                received_at: float, stored: tuple[int, bool] | None, exc: BaseException | None) -> None:
+        if isinstance(exc, StorageFailed):
             self.rejected += 1
             log.error("%s: storage-failed: reading seq %d not stored, not acked (the device resends): %s",
                       peer, msg.seq, exc)
             outcome = ReadingAck(msg.seq, ReadingStatus.REJECTED, "storage-failed", str(exc))
-        except BaseException as exc:  # (cancelled, or a bug): the session hears it with the ack
+        elif exc is not None or stored is None:  # (cancelled, or a bug): the session hears it with the ack
             if not ack.done():
-                ack.set_exception(asyncio.CancelledError() if isinstance(exc, asyncio.CancelledError) else exc)
+                ack.set_exception(exc if exc is not None else RuntimeError("the store gave no result"))
             return
         else:
+            reading_id, new = stored
             outcome = self._new(device_id, peer, msg, received_at, reading_id) if new else \
                 self._duplicate(peer, msg, reading_id)
         if not ack.done():  # else the session ended meanwhile

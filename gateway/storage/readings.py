@@ -16,10 +16,10 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from firmware_protocol import SensorReading
-from gateway.devices.reading_store import StorageFailed
+from gateway.devices.reading_store import ReadingStore, StorageFailed
 
 
-class PostgresReadingStore:
+class PostgresReadingStore(ReadingStore):  # insert_then: the default, on insert's task
     def __init__(self, pool: AsyncConnectionPool) -> None:
         self._pool = pool
 

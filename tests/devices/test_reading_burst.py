@@ -15,7 +15,8 @@ from gateway.app import Gateway
 from gateway.config import parse_config
 from gateway.devices.database import Database, connect
 from gateway.devices.reading_acks import READINGS_IN_FLIGHT, ReadingAcks
-from gateway.devices.readings import list_readings
+from gateway.bus import EventBus
+from gateway.devices.readings import ReadingService, ReadingStored, SqliteReadingStore, list_readings
 from gateway.links.base import LinkClosed
 from gateway.links.mqtt import MqttLink
 from gateway.links.mqtt_device import MqttDevice
@@ -156,3 +157,21 @@ async def test_an_ack_is_sent_in_the_loop_pass_after_its_reading_is_stored():
     await asyncio.sleep(0)  # one pass: the sender, woken by the oldest, sends every ack that is ready
     assert sent == [1, 2, 3]
     await acks.close()
+
+
+async def test_the_acks_of_a_commit_are_made_in_the_loop_pass_that_settles_it(tmp_path):
+    db = Database(tmp_path / "s.db")
+    try:
+        bus = EventBus()
+        events = bus.subscribe(ReadingStored)
+        service = ReadingService(SqliteReadingStore(db), bus, clock=lambda: 1_700_000_000.0)
+        acks = [service.start("dev-1", "p", SensorReading(seq, "humidity", 0, HUMID)) for seq in (1, 2, 3)]
+        async with asyncio.timeout(10):
+            while db.group_commits == 0:  # wakes at most once per pass: the pass after the settle at the latest
+                await asyncio.sleep(0)
+        # no done-callback pass between the commit and its acks (before: the acks came one pass later)
+        assert [ack.done() for ack in acks] == [True, True, True]
+        assert [ack.result().status for ack in acks] == [ReadingStatus.STORED] * 3
+        assert events.queue.qsize() == 3
+    finally:
+        db.close()
