@@ -118,7 +118,7 @@ class Database:
         calls queued meanwhile (each in a savepoint: a call that raises is rolled back alone and
         raises here); returns once that transaction is committed. `fn` must not commit itself.
         `one_write`: `fn` writes with one statement at most, which SQLite undoes alone when it
-        fails, so it needs no savepoint of its own."""
+        fails, so it needs no savepoint of its own (and so does `batch`, see `grouped`)."""
         return await self.grouped(fn, *args, one_write=one_write)
 
     def grouped(self, fn: Callable[..., T], *args: object, one_write: bool = False,
@@ -129,7 +129,8 @@ class Database:
         future raises. `batch(conn, [args, ...])`: what `fn` does for each of the group's calls of
         this `batch` in a row, in one statement, returning their results in order (the readings of
         a commit: one INSERT, not one each); when it raises it is undone and the calls run one by
-        one through `fn`, so one that fails fails alone."""
+        one through `fn`, so one that fails fails alone. With `one_write`, `batch` too writes with
+        one statement at most and raises only from it (SQLite undoes it alone; no savepoint)."""
         done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self.grouped_then(fn, *args, then=partial(_settle_future, done), one_write=one_write, error=error, batch=batch)
         return done
@@ -219,18 +220,24 @@ def _in_one_transaction(conn: sqlite3.Connection, calls: list[Call]) -> list[tup
 
 
 def _batched(conn: sqlite3.Connection, batch: Batch, calls: list[Call]) -> list[tuple[bool, Any]]:
-    """Consecutive calls of one `batch` in one statement; when it raises, it is undone (its
-    savepoint) and the calls run one by one, so a call that fails fails alone."""
-    conn.execute("SAVEPOINT grouped_batch")
+    """Consecutive calls of one `batch` in one statement; when it raises, it is undone and the
+    calls run one by one, so a call that fails fails alone. Calls made `one_write` have a batch
+    that writes with one statement too, which SQLite undoes alone when it fails: no savepoint
+    (two statements less per commit, each a round of the GIL between this thread and the loop)."""
+    one_write = all(call[2] for call in calls)
+    if not one_write:
+        conn.execute("SAVEPOINT grouped_batch")
     try:
         results = batch(conn, [args for _, args, _, _ in calls])
     except Exception:
         if not conn.in_transaction:  # SQLite ended the transaction (disk full, I/O error)
             raise
-        conn.execute("ROLLBACK TO grouped_batch")
-        conn.execute("RELEASE grouped_batch")
+        if not one_write:
+            conn.execute("ROLLBACK TO grouped_batch")
+            conn.execute("RELEASE grouped_batch")
         return [_one(conn, fn, args, one_write) for fn, args, one_write, _ in calls]
-    conn.execute("RELEASE grouped_batch")
+    if not one_write:
+        conn.execute("RELEASE grouped_batch")
     return [(True, result) for result in results]
 
 

@@ -86,13 +86,30 @@ def insert_reading(
 def insert_readings(conn: sqlite3.Connection, calls: list[tuple[str, SensorReading, float]]) -> list[tuple[int, bool]]:
     """`insert_reading` for each (device_id, msg, received_at), in one statement: what each call
     would return, in order (a device + seq twice: the first is new, the second its duplicate).
-    The readings of one commit cost one INSERT (`Database.grouped(..., batch=insert_readings)`)."""
+    The readings of one commit cost one INSERT (`Database.grouped(..., batch=insert_readings)`).
+
+    The new rows' ids come without RETURNING (whose rows cost one step each, each giving the
+    GIL back and taking it again while the event loop runs): SQLite gives a row inserted without
+    an id the table's largest id + 1 (https://sqlite.org/autoinc.html: random ids only once the
+    largest is 2**63 - 1, and no id is ever given to this table), so the rows one statement
+    inserts have consecutive ids ending at `lastrowid`. When every reading was new (the common
+    case) that is the whole answer; else each reading's id is looked up: an id above `lastrowid`
+    minus the count inserted is new, the first time it comes."""
     rows: list[object] = []
     for device_id, msg, received_at in calls:
         rows += _row(device_id, msg, received_at)
-    new = {(device, seq): rid for rid, device, seq in conn.execute(_insert_many_sql(len(calls)), rows)}
-    return [(rid, True) if (rid := new.pop((device_id, msg.seq), None)) is not None
-            else _stored_before(conn, device_id, msg.seq) for device_id, msg, _ in calls]
+    cur = conn.execute(_insert_many_sql(len(calls)), rows)
+    inserted, last = cur.rowcount, int(cur.lastrowid or 0)
+    if inserted == len(calls):
+        return [(rid, True) for rid in range(last - inserted + 1, last + 1)]
+    first_new = last - inserted + 1 if inserted > 0 else None  # (lastrowid is an older insert's)
+    out: list[tuple[int, bool]] = []
+    seen: set[int] = set()
+    for device_id, msg, _ in calls:
+        rid, _ = _stored_before(conn, device_id, msg.seq)
+        out.append((rid, first_new is not None and rid >= first_new and rid not in seen))
+        seen.add(rid)
+    return out
 
 
 def _row(device_id: str, msg: SensorReading, received_at: float) -> tuple[object, ...]:
@@ -107,7 +124,7 @@ def _insert_many_sql(count: int) -> str:
             " SELECT * FROM (VALUES " + ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * count) + ") AS v"
             " WHERE NOT EXISTS (SELECT 1 FROM readings_pruned p"
             " WHERE p.device_id = v.column1 AND p.max_seq >= v.column2)"
-            " ON CONFLICT (device_id, seq) DO NOTHING RETURNING id, device_id, seq")
+            " ON CONFLICT (device_id, seq) DO NOTHING")
 
 
 def _stored_before(conn: sqlite3.Connection, device_id: str, seq: int) -> tuple[int, bool]:

@@ -8,6 +8,8 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from firmware_protocol import SensorReading
 from gateway.devices.database import Database, connect
 from gateway.devices.readings import insert_reading, insert_readings
@@ -49,18 +51,31 @@ def _put(conn: sqlite3.Connection, key: str) -> int:
     return int(cur.lastrowid or 0)
 
 
-async def test_a_batch_that_fails_is_undone_and_its_calls_run_alone_so_only_the_bad_one_fails(tmp_path):
+def _put_one_statement(conn: sqlite3.Connection, calls: list[tuple[str]]) -> list[int]:
+    """One INSERT for all: a duplicate key fails the whole statement, which SQLite undoes alone."""
+    rows = ", ".join(["(?, '', 0)"] * len(calls))
+    ids = conn.execute(f"INSERT INTO devices (device_id, token_hash, created_at) VALUES {rows} RETURNING rowid",
+                       [key for (key,) in calls]).fetchall()
+    return [int(rid) for (rid,) in ids]
+
+
+@pytest.mark.parametrize("one_statement", [False, True])
+async def test_a_batch_that_fails_is_undone_and_its_calls_run_alone_so_only_the_bad_one_fails(tmp_path, one_statement):
+    """A batch of several statements is undone by its savepoint; one of one statement (its calls
+    `one_write`, as the readings') by SQLite, without one."""
     batches: list[int] = []
 
     def put_many(conn: sqlite3.Connection, calls: list[tuple[str]]) -> list[int]:
         batches.append(len(calls))
+        if one_statement:
+            return _put_one_statement(conn, calls)
         return [_put(conn, key) for (key,) in calls]  # the duplicate key raises after others went in
 
     db = Database(tmp_path / "b.db")
     try:
         keys = [f"dev-{i}" for i in range(10)] + ["dev-3"] + [f"dev-{i}" for i in range(10, 20)]
-        results = await asyncio.gather(*(db.grouped(_put, key, one_write=True, batch=put_many) for key in keys),
-                                       return_exceptions=True)
+        results = await asyncio.gather(*(db.grouped(_put, key, one_write=one_statement, batch=put_many)
+                                         for key in keys), return_exceptions=True)
         assert batches == [len(keys)]  # one batch for the calls of one loop pass
         assert isinstance(results[10], sqlite3.IntegrityError)
         assert all(isinstance(r, int) for r in results[:10] + results[11:])
@@ -69,3 +84,19 @@ async def test_a_batch_that_fails_is_undone_and_its_calls_run_alone_so_only_the_
         other.close()
     finally:
         db.close()
+
+
+def test_a_commit_of_new_readings_is_three_statements_and_their_ids_are_the_rows(tmp_path):
+    """BEGIN, one INSERT, COMMIT: no savepoint (the readings' INSERT is one statement) and no
+    RETURNING rows; the ids given back are the rows' own."""
+    from gateway.devices.database import _in_one_transaction
+
+    conn = _database(tmp_path / "new.db")
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    calls = [(insert_reading, ("dev-a", _reading(seq), NOW), True, insert_readings) for seq in range(20, 32)]
+    outcomes = _in_one_transaction(conn, calls)
+    assert [s.split()[0] for s in statements] == ["BEGIN", "INSERT", "COMMIT"]
+    assert "RETURNING" not in statements[1]
+    ids = dict(conn.execute("SELECT seq, id FROM readings WHERE device_id = 'dev-a'").fetchall())
+    assert outcomes == [(True, (ids[seq], True)) for seq in range(20, 32)]
