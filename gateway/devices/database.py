@@ -199,7 +199,21 @@ def _settle_future(done: asyncio.Future[Any], result: Any, exc: BaseException | 
 
 
 def _in_one_transaction(conn: sqlite3.Connection, calls: list[Call]) -> list[tuple[bool, Any]]:
-    """(True, result) or (False, the exception) per call, all committed together."""
+    """(True, result) or (False, the exception) per call, all committed together.
+
+    A group that is one batch of `one_write` calls (the readings of a commit) is one statement:
+    it runs on its own, as SQLite's own transaction (durable as any commit: synchronous=FULL),
+    without BEGIN and COMMIT, two statements less, each a round of the GIL between this thread
+    and the event loop. When it fails SQLite has undone it whole, and the calls run one by one in
+    a transaction as below, so one that fails fails alone."""
+    batch = calls[0][3]
+    if batch is not None and len(calls) <= BATCH_CALLS and all(c[3] is batch and c[2] for c in calls):
+        try:
+            return [(True, result) for result in batch(conn, [args for _, args, _, _ in calls])]
+        except Exception:
+            if conn.in_transaction:  # (a batch that opened one: cannot happen to a one-statement batch)
+                conn.execute("ROLLBACK")
+            calls = [(fn, args, one_write, None) for fn, args, one_write, _ in calls]
     outcomes: list[tuple[bool, Any]] = []
     conn.execute("BEGIN IMMEDIATE")
     try:

@@ -86,9 +86,9 @@ async def test_a_batch_that_fails_is_undone_and_its_calls_run_alone_so_only_the_
         db.close()
 
 
-def test_a_commit_of_new_readings_is_three_statements_and_their_ids_are_the_rows(tmp_path):
-    """BEGIN, one INSERT, COMMIT: no savepoint (the readings' INSERT is one statement) and no
-    RETURNING rows; the ids given back are the rows' own."""
+def test_a_commit_of_new_readings_is_one_statement_and_their_ids_are_the_rows(tmp_path):
+    """The group is one INSERT, SQLite's own transaction (no BEGIN, no COMMIT, no savepoint, no
+    RETURNING rows), committed when it returns; the ids given back are the rows' own."""
     from gateway.devices.database import _in_one_transaction
 
     conn = _database(tmp_path / "new.db")
@@ -96,7 +96,9 @@ def test_a_commit_of_new_readings_is_three_statements_and_their_ids_are_the_rows
     conn.set_trace_callback(statements.append)
     calls = [(insert_reading, ("dev-a", _reading(seq), NOW), True, insert_readings) for seq in range(20, 32)]
     outcomes = _in_one_transaction(conn, calls)
-    assert [s.split()[0] for s in statements] == ["BEGIN", "INSERT", "COMMIT"]
-    assert "RETURNING" not in statements[1]
-    ids = dict(conn.execute("SELECT seq, id FROM readings WHERE device_id = 'dev-a'").fetchall())
+    assert [s.split()[0] for s in statements] == ["INSERT"] and "RETURNING" not in statements[0]
+    assert not conn.in_transaction
+    other = connect(tmp_path / "new.db")  # committed: another connection sees every row
+    ids = dict(other.execute("SELECT seq, id FROM readings WHERE device_id = 'dev-a'").fetchall())
+    other.close()
     assert outcomes == [(True, (ids[seq], True)) for seq in range(20, 32)]
