@@ -142,7 +142,7 @@ async def _endpoint_after(runner, cfg, audio: np.ndarray, drop: float) -> list[f
     return ends
 
 
-RECOMMENDED_DROP_DB = 8.0  # docs/CONFIG.md vad.relative_drop_db (the default)
+RECOMMENDED_DROP_DB = 8.0  # docs/CONFIG.md vad.relative_drop_db (off by default, see there)
 
 
 @pytest.mark.models
@@ -156,14 +156,3 @@ async def test_a_question_in_continuous_babble_ends_seconds_after_it(runner, cfg
     first = [t for t in ends if t > end_s - 0.5]
     assert first and first[0] < end_s + 3.0, (end_s, ends)
     assert not [t for t in ends if t < end_s - 0.5]  # the question itself was not cut
-
-
-def test_the_shipped_default_is_the_measured_drop() -> None:
-    """The default and gateway.yaml end an utterance in babble (docs/CONFIG.md vad.relative_drop_db)."""
-    from pathlib import Path
-
-    from gateway.config import load_config, parse_config
-
-    root = Path(__file__).resolve().parents[2]
-    assert parse_config({}, root).vad.relative_drop_db == RECOMMENDED_DROP_DB
-    assert load_config(root / "gateway.yaml").vad.relative_drop_db == RECOMMENDED_DROP_DB
