@@ -20,7 +20,7 @@ class VadConfig(_Section):
     max_utterance_s: float = Field(20.0, ge=1, le=120)
     preroll_ms: int = Field(300, ge=0, le=2000)
     barge_in: bool = True
-    relative_drop_db: float = Field(0.0, ge=0, le=40)  # 0 = off (gateway/voice/endpointing.py); 8 recommended in noise
+    relative_drop_db: float = Field(8.0, ge=0, le=40)  # 0 = off (gateway/voice/endpointing.py); 8 measured
 
     @model_validator(mode="after")
     def _speculation_before_endpoint(self) -> "VadConfig":

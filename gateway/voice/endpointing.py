@@ -18,7 +18,8 @@ takes each window's level (dB) too; the machine tracks the utterance's own speec
 `_LEVEL_PERCENTILE` of the windows it counted as speech) and counts a window the VAD calls speech
 as silence when it is `relative_drop_db` or more below that level: the talker near the box stops,
 the babble 5-20 dB under him stays, and the endpoint comes after `trailing_silence_ms` +
-`_QUIET_EXTRA_MS` of it (the extra keeps a quiet word inside the question from ending it), or
+`_QUIET_EXTRA_MS` of it (the extra keeps the talker's own quiet words, a falling sentence end
+included, from ending the question: with 0.3 s piper's "... this morning?" was cut), or
 as before after `trailing_silence_ms` of the VAD's own silence, whichever comes first.
 Until `_LEVEL_MIN_MS` of speech has been counted there is no level yet and nothing is quiet.
 After an endpoint that such quiet windows brought, the level is kept: while the VAD goes on
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 
 _LEVEL_PERCENTILE = 0.9  # the utterance's speech level: this quantile of its speech windows' levels
 _LEVEL_MIN_MS = 600.0  # speech counted before the level is trusted
-_QUIET_EXTRA_MS = 300.0  # a trailing silence with quiet windows in it must be this much longer
+_QUIET_EXTRA_MS = 1300.0  # a trailing silence with quiet windows in it must be this much longer (see the docstring)
 
 
 class Event(enum.Enum):
