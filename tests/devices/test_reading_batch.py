@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from firmware_protocol import SensorReading
-from gateway.devices.database import Database, connect
+from gateway.devices.database import Database, _in_one_transaction, connect
 from gateway.devices.readings import insert_reading, insert_readings
 
 NOW = 1_764_547_200.0
@@ -89,8 +89,6 @@ async def test_a_batch_that_fails_is_undone_and_its_calls_run_alone_so_only_the_
 def test_a_commit_of_new_readings_is_one_statement_and_their_ids_are_the_rows(tmp_path):
     """The group is one INSERT, SQLite's own transaction (no BEGIN, no COMMIT, no savepoint, no
     RETURNING rows), committed when it returns; the ids given back are the rows' own."""
-    from gateway.devices.database import _in_one_transaction
-
     conn = _database(tmp_path / "new.db")
     statements: list[str] = []
     conn.set_trace_callback(statements.append)

@@ -6,10 +6,13 @@ after it, through the Listener with the real Silero VAD."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from gateway.audio.pcm import resample
+from gateway.config import load_config, parse_config
 from gateway.voice.endpointing import _QUIET_EXTRA_MS, Endpointer, Event
 from gateway.voice.listener import Heard, Listener
 
@@ -160,10 +163,6 @@ async def test_a_question_in_continuous_babble_ends_seconds_after_it(runner, cfg
 
 def test_the_shipped_default_is_the_measured_drop() -> None:
     """The default and gateway.yaml end an utterance in babble (docs/CONFIG.md vad.relative_drop_db)."""
-    from pathlib import Path
-
-    from gateway.config import load_config, parse_config
-
     root = Path(__file__).resolve().parents[2]
     assert parse_config({}, root).vad.relative_drop_db == RECOMMENDED_DROP_DB
     assert load_config(root / "gateway.yaml").vad.relative_drop_db == RECOMMENDED_DROP_DB
