@@ -21,10 +21,16 @@ the babble 5-20 dB under him stays, and the endpoint comes after `trailing_silen
 `_QUIET_EXTRA_MS` of it (the extra keeps the talker's own quiet words, a falling sentence end
 included, from ending the question: with 0.3 s piper's "... this morning?" was cut), or
 as before after `trailing_silence_ms` of the VAD's own silence, whichever comes first.
+A loud room (a TV as loud as the talker's quiet words, ~5 dB under him) leaves few windows that
+far under the level; so a second, slower rule counts windows `_LOUD_ROOM_DB` less far under it
+(5 dB with the default 8) and ends the utterance after `trailing_silence_ms` + `_LOUD_ROOM_EXTRA_MS`
+of those: ~2.8 s after the question in such a room instead of at `max_utterance_s`, while the
+talker's own quiet stretches stay well under it (the longest measured in 400 clean syntheses:
+docs/CONFIG.md, `vad.relative_drop_db`).
 Until `_LEVEL_MIN_MS` of speech has been counted there is no level yet and nothing is quiet.
 After an endpoint that such quiet windows brought, the level is kept: while the VAD goes on
 hearing speech, only windows within `relative_drop_db` of it can start the next utterance (the
-babble after the question is not a new one); `trailing_silence_ms` of VAD silence forgets it.
+babble after the question is not a new one; in a loud room it may be: as without the slower rule); `trailing_silence_ms` of VAD silence forgets it.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ from dataclasses import dataclass, field
 _LEVEL_PERCENTILE = 0.9  # the utterance's speech level: this quantile of its speech windows' levels
 _LEVEL_MIN_MS = 600.0  # speech counted before the level is trusted
 _QUIET_EXTRA_MS = 1300.0  # a trailing silence with quiet windows in it must be this much longer (see the docstring)
+_LOUD_ROOM_DB = 3.0  # the slower rule's windows are this much less far under the level (see the docstring)
+_LOUD_ROOM_EXTRA_MS = 2500.0  # ... and must last trailing_silence_ms + this
 
 
 class Event(enum.Enum):
@@ -68,6 +76,7 @@ class Endpointer:
     levels: list[float] = field(default_factory=list, init=False)  # sorted dB of the counted speech windows
     level_ms: float = field(default=0.0, init=False)  # audio behind `levels`
     quiet_in_silence: bool = field(default=False, init=False)  # the trailing silence has quiet windows
+    soft_ms: float = field(default=0.0, init=False)  # trailing windows under the loud-room rule's drop, or silence
     carried_db: float | None = field(default=None, init=False)  # the last utterance's level (see above)
     idle_silence_ms: float = field(default=0.0, init=False)  # VAD silence while a level is carried
 
@@ -75,11 +84,21 @@ class Endpointer:
         """One VAD decision for `duration_ms` of audio; `level_db` its level (used by relative_drop_db)."""
         if self.state is State.IDLE:
             return self._idle(is_speech, duration_ms, level_db)
-        loud = is_speech
+        loud = soft_loud = is_speech
         if is_speech and level_db is not None and self.relative_drop_db > 0:
+            level = self.speech_level_db  # (before this window counts)
             loud = self._loud(level_db, duration_ms)
             self.quiet_in_silence |= not loud
+            soft_loud = level is None or level_db > level - self._loud_room_drop_db
+        if soft_loud:
+            self.soft_ms = 0.0
+        else:
+            self.soft_ms += duration_ms
         return self._speech(is_speech, loud, duration_ms)
+
+    @property
+    def _loud_room_drop_db(self) -> float:
+        return max(self.relative_drop_db - _LOUD_ROOM_DB, 0.5 * self.relative_drop_db)
 
     @property
     def speech_level_db(self) -> float | None:
@@ -99,7 +118,7 @@ class Endpointer:
 
     def reset(self) -> None:
         self.state = State.IDLE
-        self.speech_run_ms = self.silence_ms = self.vad_silence_ms = self.utterance_ms = 0.0
+        self.speech_run_ms = self.silence_ms = self.vad_silence_ms = self.utterance_ms = self.soft_ms = 0.0
         self.speculated = False
         self.levels = []
         self.level_ms = 0.0
@@ -128,7 +147,7 @@ class Endpointer:
             return []
         self.state = State.SPEECH
         self.utterance_ms = self.speech_run_ms
-        self.speech_run_ms = self.silence_ms = self.vad_silence_ms = 0.0
+        self.speech_run_ms = self.silence_ms = self.vad_silence_ms = self.soft_ms = 0.0
         self.speculated = self.forced = self.quiet_in_silence = False
         self.carried_db = None
         return [Event.SPEECH_START]
@@ -156,6 +175,9 @@ class Endpointer:
             self.silence_ms += duration_ms
         extra = _QUIET_EXTRA_MS if self.quiet_in_silence else 0.0
         if self.vad_silence_ms >= self.trailing_silence_ms or self.silence_ms >= self.trailing_silence_ms + extra:
+            return self._end(events, forced=False)
+        if self.relative_drop_db > 0 and self.soft_ms >= self.trailing_silence_ms + _LOUD_ROOM_EXTRA_MS:
+            self.quiet_in_silence = True  # (the loud room's windows: the level is carried)
             return self._end(events, forced=False)
         if self.utterance_ms >= self.max_utterance_ms:
             return self._end(events, forced=True)

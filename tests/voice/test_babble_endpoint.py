@@ -13,7 +13,7 @@ import pytest
 
 from gateway.audio.pcm import resample
 from gateway.config import load_config, parse_config
-from gateway.voice.endpointing import _QUIET_EXTRA_MS, Endpointer, Event
+from gateway.voice.endpointing import _LOUD_ROOM_EXTRA_MS, _QUIET_EXTRA_MS, Endpointer, Event
 from gateway.voice.listener import Heard, Listener
 
 W = 32.0  # ms per window
@@ -58,9 +58,25 @@ def test_windows_under_the_talkers_level_end_the_utterance_as_silence() -> None:
     assert [e for _, e in events].count(Event.SPEECH_START) == 1  # the babble after it starts none
 
 
-def test_babble_within_the_drop_is_still_the_talker() -> None:
-    events = run(endpointer(8), question_then_babble(babble_db=-26.0))  # only 6 dB under
+def test_babble_within_the_loud_room_drop_is_still_the_talker() -> None:
+    events = run(endpointer(8), question_then_babble(babble_db=-24.0))  # only 4 dB under
     assert not [t for t, e in events if e is Event.ENDPOINT and t < 11_000]
+
+
+def test_a_loud_room_ends_the_utterance_by_the_slower_rule() -> None:
+    """Babble 6 dB under the talker (a loud TV) is within the 8 dB drop; windows 5 dB under count
+    for the slower rule, which ends the question trailing_silence + the loud room's extra after it."""
+    ep = endpointer(8)
+    events = run(ep, question_then_babble(babble_db=-26.0))
+    ends = [t for t, e in events if e is Event.ENDPOINT]
+    assert len(ends) == 1 and not ep.forced
+    assert 2000 + 500 + _LOUD_ROOM_EXTRA_MS - W <= ends[0] <= 2000 + 500 + _LOUD_ROOM_EXTRA_MS + W
+    assert Event.SPECULATE not in [e for _, e in events]  # the VAD never heard silence
+
+
+def test_the_loud_room_rule_is_off_with_the_drop() -> None:
+    plain = Endpointer(150, 500, 120, 20_000)
+    assert run(endpointer(0), question_then_babble(-26.0)) == run(plain, question_then_babble(-26.0))
 
 
 def test_a_quiet_stretch_shorter_than_the_trailing_silence_does_not_cut_the_question() -> None:
