@@ -97,7 +97,8 @@ async def test_a_speculative_decode_the_speech_went_on_after_frees_the_only_work
     conv = Conversation("box-1", "test", cfg, engines, ScriptedBrain(answers), dev.send, AudioFormat(sample_rate=MIC),
                         AudioFormat(sample_rate=16000), TurnEvents([to_device(dev.send)]))
     try:
-        await say(conv, np.concatenate([silence(300), first, silence(250)]))  # > 120, < 500 ms: decoded speculatively
+        # > 120 ms of the VAD's silence after its hangover on the voice's tail, < 500: decoded speculatively, not ended
+        await say(conv, np.concatenate([silence(300), first, silence(350)]))
         assert await asyncio.to_thread(held.holding.wait, 30)
         await say(conv, np.concatenate([rest, silence(800)]))  # resumed (the stale decode is cancelled), ended
         await dev.until(final, timeout=60)
