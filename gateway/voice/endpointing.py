@@ -30,7 +30,8 @@ docs/CONFIG.md, `vad.relative_drop_db`).
 Until `_LEVEL_MIN_MS` of speech has been counted there is no level yet and nothing is quiet.
 After an endpoint that such quiet windows brought, the level is kept: while the VAD goes on
 hearing speech, only windows within `relative_drop_db` of it can start the next utterance (the
-babble after the question is not a new one; in a loud room it may be: as without the slower rule); `trailing_silence_ms` of VAD silence forgets it.
+babble after the question is not a new one; in a loud room it may be, as without the slower
+rule); `trailing_silence_ms` of VAD silence forgets it.
 """
 
 from __future__ import annotations
