@@ -65,9 +65,13 @@ async def test_a_long_first_sentence_says_every_word_in_one_stream_with_visemes_
 
     assert [type(m) for m in sent].count(AudioStart) == 1  # one stream
     pcm = s16le_to_float(b"".join(m.data for m in sent if isinstance(m, AudioChunk)))
-    heard = transcribe(pcm, RATE)
-    errors, words = word_errors(LONG, re.sub(r"\ba\.? ?m\b\.?", "AM", heard, flags=re.IGNORECASE))  # "a.m." is AM
-    assert errors / words <= 0.15, heard  # every piece is heard, in order
+    # heard as it leaves and after 0.3 s of silence, the better of the two: the ASR alone mishears a
+    # few words of one rendering now and then (a "160" before "Measured", "pulsity 4" for "pulse 64"),
+    # and a lost piece is lost in both hearings
+    hearings = [transcribe(np.concatenate([np.zeros(lead, np.float32), pcm]), RATE) for lead in (0, RATE * 3 // 10)]
+    (errors, words), heard = min((word_errors(LONG, re.sub(r"\ba\.? ?m\b\.?", "AM", h, flags=re.IGNORECASE)), h)
+                                 for h in hearings)  # "a.m." is AM
+    assert errors / words <= 0.15, hearings  # every piece is heard, in order
     # piper ends each piece as a sentence: ~290 ms of silence at the longest cut if left as it is (the
     # whole sentence in one piece pauses up to ~370 ms at a comma); the cuts keep a short pause (~110 ms)
     assert longest_silence_ms(pcm) < 200
