@@ -74,6 +74,8 @@ class McpServerTools:
                 await self._connect_once()
             except Exception as exc:  # noqa: BLE001 - any failure of a server only affects its tools
                 self._reason = _reason(exc)
+                if _cancel_swallowed():
+                    raise asyncio.CancelledError from exc
             finally:
                 was_up, self._session = self.connected.is_set(), None
                 self.connected.clear()
@@ -244,6 +246,15 @@ def result_text(result: CallToolResult) -> str:
     if result.isError:
         return f"error: {text or 'the tool failed without a message'}"
     return text or "(the tool returned nothing)"
+
+
+def _cancel_swallowed() -> bool:
+    """This task was asked to stop, but the cancellation did not reach us: the SDK's anyio task
+    groups raise a transport's error (a 401, a closed stream) that coincides with our cancellation
+    as an exception group without the CancelledError. Retrying would then loop forever and hold
+    the gateway's shutdown; the task's pending cancel count still says it was asked."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _reason(exc: BaseException) -> str:
