@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 
 from gateway.brain.contract import Hints, Sentence
-from gateway.brain.text import SentenceDivider
 
 __all__ = ["Hints", "Sentence", "display_text", "extract_hints", "shape", "speech_text"]
 

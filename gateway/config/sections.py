@@ -16,7 +16,7 @@ from pydantic import Field, field_validator, model_validator
 from gateway.config.base import _Section
 from gateway.config.cluster import ClusterConfig
 from gateway.config.engines import AsrConfig, EnginesConfig, TtsConfig, VadConfig
-from gateway.config.brain import BrainConfig, LlmProviderConfig, McpServerConfig, PrestartToolConfig
+from gateway.config.brain import BrainConfig
 from gateway.config.listen import ListenConfig
 from gateway.config.memory import McpConfig, MemoryConfig
 from gateway.config.storage import DevicesConfig, StorageConfig

@@ -3,7 +3,6 @@
 import asyncio
 from dataclasses import dataclass
 
-import pytest
 
 from gateway.bus import EventBus
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 

@@ -5,7 +5,6 @@ it, or with a wrong one, is closed with 4401 and the reason (logged with the pee
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
 import socket

@@ -6,7 +6,6 @@ scheduler on two members does not repeat today's reflection or reminder after a 
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
 import sys

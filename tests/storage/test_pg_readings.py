@@ -8,7 +8,6 @@ import threading
 import time
 
 import psycopg
-import pytest
 
 from firmware_protocol import ReadingStatus, SensorReading
 from gateway.bus import EventBus

@@ -6,7 +6,6 @@ synthesized between its pieces instead of after the whole sentence."""
 from __future__ import annotations
 
 import asyncio
-import re
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path

@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 import pytest_asyncio
 
-from firmware_protocol import AudioChunk, AudioFormat, AudioStop, ListenState, Message, ReplyText, StopReason, \
-    Transcript, VadEvent
+from firmware_protocol import AudioChunk, AudioFormat, AudioStop, ListenState, StopReason, Transcript, VadEvent
 from gateway.audio.pcm import int16_to_float, resample
 from gateway.cli.echo_box import EchoBox, stream
 from gateway.config import parse_config

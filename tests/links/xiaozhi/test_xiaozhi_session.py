@@ -5,7 +5,6 @@ fake ASR reads the fake TTS's tone code, which survives Opus)."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 
 import numpy as np
@@ -14,7 +13,7 @@ import pytest_asyncio
 
 from gateway.audio.pcm import resample
 from gateway.links.xiaozhi.emotions import EMOJI
-from tests.links.xiaozhi.box import XiaozhiBox, http_post
+from tests.links.xiaozhi.box import XiaozhiBox
 from tests.links.xiaozhi.conftest import serve_xiaozhi, xiaozhi_cfg
 
 OTA = "/xiaozhi/ota/"
