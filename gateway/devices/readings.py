@@ -112,9 +112,12 @@ def insert_readings(conn: sqlite3.Connection, calls: list[tuple[str, SensorReadi
     return out
 
 
+_values_json = json.JSONEncoder(ensure_ascii=False).encode  # one encoder, not one per reading
+
+
 def _row(device_id: str, msg: SensorReading, received_at: float) -> tuple[object, ...]:
     measured_at, clock = (float(msg.measured_at), "device") if msg.measured_at else (received_at, "gateway")
-    values = json.dumps([[name, unit, value] for name, unit, value in msg.values], ensure_ascii=False)
+    values = _values_json([[name, unit, value] for name, unit, value in msg.values])
     return device_id, msg.seq, msg.kind, measured_at, received_at, clock, values
 
 
