@@ -10,11 +10,22 @@ that settles the commit; by default it is the awaitable's done-callback).
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Protocol
 
 from firmware_protocol import SensorReading
+
+
+_values_json = json.JSONEncoder(ensure_ascii=False).encode  # made once, not per reading
+
+
+def row_fields(msg: SensorReading, received_at: float) -> tuple[float, str, str]:
+    """What both stores write of a reading besides its ids: (measured_at, clock, values as JSON).
+    `clock` says whose clock `measured_at` is: the device's, or the gateway's at receipt."""
+    measured_at, clock = (float(msg.measured_at), "device") if msg.measured_at else (received_at, "gateway")
+    return measured_at, clock, _values_json([[name, unit, value] for name, unit, value in msg.values])
 
 
 class StorageFailed(Exception):

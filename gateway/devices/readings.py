@@ -26,7 +26,7 @@ from firmware_protocol import ReadingAck, ReadingStatus, SensorReading
 from gateway.bus import EventBus
 from gateway.devices.database import Database
 from gateway.devices.reading_rules import ReadingInvalid, check_reading
-from gateway.devices.reading_store import ReadingStore, StorageFailed
+from gateway.devices.reading_store import ReadingStore, StorageFailed, row_fields
 
 log = logging.getLogger(__name__)
 
@@ -112,12 +112,8 @@ def insert_readings(conn: sqlite3.Connection, calls: list[tuple[str, SensorReadi
     return out
 
 
-_values_json = json.JSONEncoder(ensure_ascii=False).encode  # one encoder, not one per reading
-
-
 def _row(device_id: str, msg: SensorReading, received_at: float) -> tuple[object, ...]:
-    measured_at, clock = (float(msg.measured_at), "device") if msg.measured_at else (received_at, "gateway")
-    values = _values_json([[name, unit, value] for name, unit, value in msg.values])
+    measured_at, clock, values = row_fields(msg, received_at)
     return device_id, msg.seq, msg.kind, measured_at, received_at, clock, values
 
 

@@ -10,13 +10,11 @@ below the highest one the retention pruned (`readings_pruned`) is a duplicate, a
 
 from __future__ import annotations
 
-import json
-
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from firmware_protocol import SensorReading
-from gateway.devices.reading_store import ReadingStore, StorageFailed
+from gateway.devices.reading_store import ReadingStore, StorageFailed, row_fields
 
 
 class PostgresReadingStore(ReadingStore):  # insert_then: the default, on insert's task
@@ -24,8 +22,7 @@ class PostgresReadingStore(ReadingStore):  # insert_then: the default, on insert
         self._pool = pool
 
     async def insert(self, device_id: str, msg: SensorReading, received_at: float) -> tuple[int, bool]:
-        measured_at, clock = (float(msg.measured_at), "device") if msg.measured_at else (received_at, "gateway")
-        values = json.dumps([[name, unit, value] for name, unit, value in msg.values], ensure_ascii=False)
+        measured_at, clock, values = row_fields(msg, received_at)
         try:
             async with self._pool.connection() as conn:
                 async with conn.transaction():
