@@ -154,7 +154,8 @@ async def test_the_gateway_reconnects_after_mosquitto_restarts_and_gets_what_was
     try:
         await dev.connect("127.0.0.1", mosquitto.port)
         await dev.send(Hello(device_id="restart-dev"))
-        assert isinstance(await recv(dev), Welcome)
+        first = await recv(dev)
+        assert isinstance(first, Welcome)
 
         mosquitto.stop()
         await asyncio.wait_for(dev._client.disconnected.wait(), 10)
@@ -163,9 +164,17 @@ async def test_the_gateway_reconnects_after_mosquitto_restarts_and_gets_what_was
         assert link.connects == 2
         await dev.connect("127.0.0.1", mosquitto.port)
         await dev.send(Hello(device_id="restart-dev"))  # a device says Hello after every (re)connect
-        assert isinstance(await recv(dev), Welcome)
+        # QoS 1 is at least once: when the broker stopped before a PUBACK of the first Welcome got
+        # through (the gateway's or the device's), that Welcome comes again after the restart.
+        # It is recognised by its session id and skipped; anything else fails.
+        welcome = await recv(dev)
+        while welcome == first:
+            welcome = await recv(dev)
+        assert isinstance(welcome, Welcome) and welcome.session_id != first.session_id
         await dev.send(SensorReading(10, "humidity", 0, HUMID))
         ack = await recv(dev)
+        while ack == first:
+            ack = await recv(dev)
         assert isinstance(ack, ReadingAck) and (ack.seq, ack.status) == (10, ReadingStatus.STORED)
 
         await stop(task)  # the gateway goes away; its persistent session stays on the broker
