@@ -166,14 +166,14 @@ async def test_the_gateway_reconnects_after_mosquitto_restarts_and_gets_what_was
         await dev.send(Hello(device_id="restart-dev"))  # a device says Hello after every (re)connect
         # QoS 1 is at least once: when the broker stopped before a PUBACK of the first Welcome got
         # through (the gateway's or the device's), that Welcome comes again after the restart.
-        # It is recognised by its session id and skipped; anything else fails.
+        # A repeat of a Welcome already seen is skipped; anything else fails.
         welcome = await recv(dev)
         while welcome == first:
             welcome = await recv(dev)
         assert isinstance(welcome, Welcome) and welcome.session_id != first.session_id
         await dev.send(SensorReading(10, "humidity", 0, HUMID))
         ack = await recv(dev)
-        while ack == first:
+        while ack in (first, welcome):
             ack = await recv(dev)
         assert isinstance(ack, ReadingAck) and (ack.seq, ack.status) == (10, ReadingStatus.STORED)
 
