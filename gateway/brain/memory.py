@@ -7,7 +7,8 @@ Implements the `Brain` contract around `LocalBrain` (its signatures are unchange
    the time window said (this morning, today, tonight, yesterday; else the latest);
 4. else the reply table; else a clearly relevant memory ("I remember: ..."); else the fallback.
 Every turn (utterance + reply) is written as a conversation node, in the background, so the
-reply is never delayed by the write. A caller that plays the reply (`ctx.reports_playback`) reports
+reply is never delayed by the write; the next answer for the same user waits for the user's writes
+still in flight, so it sees them. A caller that plays the reply (`ctx.reports_playback`) reports
 what was actually played with its session's `spoken()`: only that is written (nothing when nothing
 was played, nor for a withdrawn reply). The turn waiting for `spoken()` is kept in the connection's
 `MemorySession`; the memory itself is the shared brain's.
@@ -18,6 +19,7 @@ does the write side of step 1.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 from collections.abc import AsyncIterator, Coroutine
@@ -68,36 +70,48 @@ class MemoryBrain(Brain):
     def __init__(self, local: LocalBrain, memory: MemoryService) -> None:
         self.local = local
         self.memory = memory
-        self._writes: set[asyncio.Task] = set()
+        self._writes: dict[str, set[asyncio.Task[None]]] = {}  # by user: the background writes in flight
 
     def session(self, device_id: str) -> BrainSession:
         return MemorySession(self, device_id)
 
     def keep_turn(self, utterance: str, reply: str, device_id: str) -> None:
         """Write the turn to memory in the background (the reply is never delayed by it)."""
-        self._background(self._remember_turn(utterance, reply, device_id))
+        self._background(self._remember_turn(utterance, reply, device_id), device_id)
 
     def capture_later(self, utterance: str, device_id: str) -> None:
         """The write side of `answer` without its answer (another brain answered the turn): an
         introduction ("my name is Anna") is remembered, in the background."""
         if m := _INTRODUCE.search(utterance):
-            self._background(self._remember_name_logged(_name_of(m), device_id))
+            self._background(self._remember_name_logged(_name_of(m), device_id), device_id)
 
-    def _background(self, write: Coroutine[Any, Any, None]) -> None:
-        """Owned: kept until written (its failure logged), awaited by `drain` and `close`."""
-        task = asyncio.create_task(write, name="memory write")
-        self._writes.add(task)
-        task.add_done_callback(self._written)
+    def _background(self, write: Coroutine[Any, Any, None], device_id: str) -> None:
+        """Owned: kept until written (its failure logged), awaited by `drain` and `close`, and by
+        the next answer for the same user (`_settled`)."""
+        user = self.memory.user_for(device_id)
+        task = asyncio.create_task(write, name=f"memory write for {user}")
+        self._writes.setdefault(user, set()).add(task)
+        task.add_done_callback(functools.partial(self._written, user))
 
-    def _written(self, task: asyncio.Task[None]) -> None:
-        self._writes.discard(task)
+    def _written(self, user: str, task: asyncio.Task[None]) -> None:
+        pending = self._writes.get(user, set())
+        pending.discard(task)
+        if not pending:
+            self._writes.pop(user, None)
         if not task.cancelled() and (exc := task.exception()) is not None:
             log.error("memory: a background write failed: %s: %s", type(exc).__name__, exc)
 
+    async def _settled(self, user: str) -> None:
+        """The user's writes in flight land before an answer reads the memory, so "what is my name?"
+        right after "my name is Anna" finds it on a slow board too. `asyncio.wait`, not `gather`:
+        an answer cancelled meanwhile (the user spoke again) does not cancel the writes."""
+        while pending := [task for task in self._writes.get(user, ()) if not task.done()]:
+            await asyncio.wait(pending)
+
     async def drain(self) -> None:
         """Wait for the turn writes in flight (tests, shutdown)."""
-        while self._writes:
-            await asyncio.gather(*list(self._writes), return_exceptions=True)
+        while pending := [task for tasks in self._writes.values() for task in tasks if not task.done()]:
+            await asyncio.wait(pending)
 
     async def close(self) -> None:
         """The writes in flight end first (what was said is kept); the memory itself is the gateway's."""
@@ -128,6 +142,7 @@ class MemoryBrain(Brain):
         """`answer` and who gave it: "memory" (the memory was used) or "local" (the reply table, the
         fallback)."""
         user = self.memory.user_for(ctx.device_id)
+        await self._settled(user)
         if m := _INTRODUCE.search(utterance):
             name = _name_of(m)
             if capture:

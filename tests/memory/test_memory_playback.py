@@ -141,3 +141,45 @@ async def test_in_a_running_gateway_a_barge_in_leaves_only_the_played_part_of_a_
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+def gated(memory, monkeypatch) -> asyncio.Event:
+    """The memory's writes wait for the returned event (a slow board: the embedding and the insert
+    take longer than the user's next turn)."""
+    gate = asyncio.Event()
+    remember = memory.remember
+
+    async def slow_remember(*args, **kwargs):
+        await gate.wait()
+        return await remember(*args, **kwargs)
+
+    monkeypatch.setattr(memory, "remember", slow_remember)
+    return gate
+
+
+async def test_the_next_answer_for_the_user_waits_for_the_name_still_being_written(memory, monkeypatch) -> None:
+    """Found on an emulated Raspberry Pi: "my name is Anna", then at once "what is my name?" was
+    answered before the introduction's background write had landed ("You have not told me...")."""
+    gate = gated(memory, monkeypatch)
+    brain = MemoryBrain(local(), memory)
+    assert [s.speech async for s in brain.session("box-anna").reply("my name is Anna", PLAYING)]
+    answer = asyncio.create_task(brain.answer("what is my name", CTX))
+    other = asyncio.create_task(brain.answer("what is my name", BrainContext("box-ben", CTX.now)))
+    await asyncio.wait_for(other, 10)  # another user's answer does not wait for Anna's write
+    assert other.result().startswith("You have not told me your name")
+    assert not answer.done()
+    gate.set()
+    assert await asyncio.wait_for(answer, 10) == "Your name is Anna."
+
+
+async def test_an_answer_cancelled_while_it_waits_for_a_write_does_not_cancel_the_write(memory, monkeypatch) -> None:
+    gate = gated(memory, monkeypatch)
+    brain = MemoryBrain(local(), memory)
+    assert [s.speech async for s in brain.session("box-anna").reply("my name is Anna", PLAYING)]
+    answer = asyncio.create_task(brain.answer("what is my name", CTX))
+    await asyncio.sleep(0.05)
+    answer.cancel()  # the user spoke again: the turn is dropped
+    await asyncio.gather(answer, return_exceptions=True)
+    gate.set()
+    await asyncio.wait_for(brain.drain(), 10)
+    assert await names(memory) == ["The user's name is Anna."]
