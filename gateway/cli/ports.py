@@ -45,8 +45,23 @@ def _command_after(args: Sequence[str]) -> str:
     return ""
 
 
+def _program_argv(cmdline: Sequence[str]) -> Sequence[str]:
+    """The program's own argv. Under qemu-user started by binfmt_misc (an arm64 gateway on an
+    x86-64 machine: tools/check-aarch64, an emulated container) the kernel shows the emulator
+    first, then the program's path, then (binfmt flag P) the program's own argv[0]."""
+    first = Path(cmdline[0]).name if cmdline else ""
+    if not (first.startswith("qemu-") or "binfmt" in first):
+        return cmdline
+    rest = cmdline[1:]
+    if len(rest) >= 2 and Path(rest[0]).name == Path(rest[1]).name:
+        rest = rest[1:]
+    return rest
+
+
 def is_gateway_run(cmdline: Sequence[str]) -> bool:
-    """True for `.../gateway run ...`, `python .../gateway run ...` and `python -m gateway run ...`."""
+    """True for `.../gateway run ...`, `python .../gateway run ...` and `python -m gateway run ...`
+    (also under qemu-user, see `_program_argv`)."""
+    cmdline = _program_argv(cmdline)
     for i, arg in enumerate(cmdline[:3]):
         if arg == "-m" and i + 1 < len(cmdline) and cmdline[i + 1] == "gateway":
             return _command_after(cmdline[i + 2:]) == "run"

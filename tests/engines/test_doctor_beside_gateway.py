@@ -135,6 +135,11 @@ def test_a_corrupted_model_file_fails_and_says_which_prepare_command_fixes_it(
     (["/srv/gw/.venv/bin/gateway", "simulate", "--say", "run"], False),
     (["python", "-m", "pytest", "gateway", "run"], False),
     (["nc", "-l", "8765"], False),
+    # under qemu-user via binfmt_misc: the emulator, the program's path, (flag P) its argv[0]
+    (["/usr/libexec/qemu-binfmt/aarch64-binfmt-P", "/srv/gw/.venv/bin/python", "/srv/gw/.venv/bin/python", "-m",
+      "gateway", "run"], True),
+    (["/usr/bin/qemu-aarch64-static", "/srv/gw/.venv/bin/gateway", "run"], True),
+    (["/usr/bin/qemu-aarch64-static", "/usr/bin/python3", "python3", "-m", "pytest", "gateway", "run"], False),
 ])
 def test_only_the_command_line_of_gateway_run_counts_as_a_running_gateway(cmdline, expected) -> None:
     assert is_gateway_run(cmdline) is expected

@@ -29,9 +29,16 @@ def _manifest(tmp_path: Path, sha256: str) -> Path:
     return path
 
 
+def _models_dir(tmp_path: Path) -> Path:
+    """A models dir with a packages/ of its own: where ./quickstart extracted files (aarch64),
+    make_config would link packages/ to the checkout's, and the fake files would land there."""
+    (tmp_path / "models" / "packages").mkdir(parents=True)
+    return tmp_path / "models"
+
+
 def test_files_extracted_under_models_packages_are_used_when_the_package_is_not_installed(
         tmp_path: Path, make_config) -> None:
-    store = ModelStore(make_config(tmp_path / "models", manifest=_manifest(tmp_path, hashlib.sha256(DATA).hexdigest())))
+    store = ModelStore(make_config(_models_dir(tmp_path), manifest=_manifest(tmp_path, hashlib.sha256(DATA).hexdigest())))
     with pytest.raises(ModelError, match=r"fake-wheel-only>=1,<2'.*packages/fake_wheel_only_xyz/models/base"):
         store.prepare("fake-asr")
     extracted = tmp_path / "models" / "packages" / "fake_wheel_only_xyz" / "models" / "base"
@@ -45,7 +52,7 @@ def test_files_extracted_under_models_packages_are_used_when_the_package_is_not_
 
 
 def test_extracted_files_are_checked_against_the_manifest(tmp_path: Path, make_config) -> None:
-    store = ModelStore(make_config(tmp_path / "models", manifest=_manifest(tmp_path, "0" * 64)))
+    store = ModelStore(make_config(_models_dir(tmp_path), manifest=_manifest(tmp_path, "0" * 64)))
     extracted = tmp_path / "models" / "packages" / "fake_wheel_only_xyz" / "models" / "base"
     extracted.mkdir(parents=True)
     (extracted / "model.ort").write_bytes(DATA)
