@@ -105,12 +105,15 @@ class MemoryBrain(Brain):
         """The user's writes in flight land before an answer reads the memory, so "what is my name?"
         right after "my name is Anna" finds it on a slow board too. `asyncio.wait`, not `gather`:
         an answer cancelled meanwhile (the user spoke again) does not cancel the writes."""
-        while pending := [task for task in self._writes.get(user, ()) if not task.done()]:
+        while pending := self._running([user]):
             await asyncio.wait(pending)
+
+    def _running(self, users: list[str]) -> list[asyncio.Task[None]]:
+        return [task for user in users for task in self._writes.get(user, ()) if not task.done()]
 
     async def drain(self) -> None:
         """Wait for the turn writes in flight (tests, shutdown)."""
-        while pending := [task for tasks in self._writes.values() for task in tasks if not task.done()]:
+        while pending := self._running(list(self._writes)):
             await asyncio.wait(pending)
 
     async def close(self) -> None:
