@@ -61,12 +61,17 @@ class SpeculativeReply:
         first = await self._first
         if first is None or self._gen is None:
             return
-        yield first
+        gen = self._gen
         try:
-            async for sentence in self._gen:
+            yield first
+            async for sentence in gen:
                 yield sentence
         finally:
-            await self._gen.aclose()  # type: ignore[attr-defined]
+            # Not while it is being closed elsewhere: when a dropped session's generators are
+            # finalised by the event loop, each in a task of its own and in no set order, the
+            # brain's may be unwinding its `finally` already; that close finishes it.
+            if not gen.ag_running:  # type: ignore[attr-defined]
+                await gen.aclose()  # type: ignore[attr-defined]
 
     async def withdraw(self) -> None:
         """The user went on speaking: drop the reply and let the brain forget the turn."""
