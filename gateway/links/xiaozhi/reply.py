@@ -4,7 +4,7 @@ The box's connection (connection.py) hands each outbound reply message here: a s
 `ReplyText(final=False)` -> `tts start` (a reply's first) and `tts sentence_start`; `AudioStart`
 -> `tts start` and the sentence's `llm {emotion}` (from its Action/Sentiment, emotions.py; sent
 when it changes); PCM -> Opus at the box's frame duration, paced (playback.py) so the box's queue
-never overflows; the closing `ReplyText(final=True)` -> the encoder's tail, then `tts stop`; a
+never overflows; the closing `ReplyText(final=True)` -> the encoder's tail, then `tts stop` once the box has played it all; a
 barge-in's `AudioStop(ABORTED)` drops what is encoded and queued.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from gateway.audio.opus import OpusEncoder
 from gateway.links.xiaozhi import framing
@@ -23,11 +23,13 @@ from gateway.links.xiaozhi.playback import BoxPlayback
 
 class BoxReply:
     def __init__(self, channel: BoxChannel, frame_ms: int, max_ahead_ms: int, emotions: EmotionTable,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self._channel = channel
         self._frame_ms = frame_ms
         self._emotions = emotions
         self._clock = clock
+        self._sleep = sleep
         self._box = BoxPlayback(max_ahead_ms)
         self.encoder: OpusEncoder | None = None  # from the box's hello on
         self._speaking = False
@@ -47,10 +49,16 @@ class BoxReply:
         await self._channel.send_json(framing.tts(session, "sentence_start", text))
 
     async def end(self, session: str) -> None:
-        """The reply's closing text: the encoder's tail, then `tts stop` (nothing if it never spoke)."""
+        """The reply's closing text: the encoder's tail, then, once the box has played what it was
+        sent, `tts stop` (nothing if it never spoke). Not sooner: in auto mode firmware 1.9 and 2.0
+        turn to listening on `tts stop` and drop what is still queued (ResetDecoder), which cut
+        the last words of every reply; over MQTT + UDP the stop could also overtake the audio."""
         if self._speaking:
             await self._packets(self.encoder.flush() if self.encoder else [])
             self._speaking = False
+            played_s = self._box.queued_ms(self._clock()) / 1000  # (+ a frame: the box's decoding
+            if played_s > 0:                                         # and output buffer)
+                await self._sleep(played_s + self._frame_ms / 1000)
             await self._channel.send_json(framing.tts(session, "stop"))
 
     async def audio_start(self, session: str) -> None:
@@ -85,7 +93,7 @@ class BoxReply:
         for packet in packets:
             wait = self._box.wait_before(frame_ms, self._clock())
             if wait > 0:
-                await asyncio.sleep(wait)
+                await self._sleep(wait)
             await self._channel.send_audio(packet, self._sent_ms)
             self._box.sent(frame_ms, self._clock())
             self._sent_ms += frame_ms

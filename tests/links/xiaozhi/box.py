@@ -11,6 +11,10 @@ main/protocols/websocket_protocol.cc, protocol.cc, main/application.cc):
   `{error: {message}}`), recording each call.
 * Incoming audio is decoded only while Speaking (between `tts start` and `tts stop`), as the
   firmware drops it otherwise; its decode queue holds 2.4 s (40 x 60 ms), the rest is dropped.
+* `tts stop` in `auto` listening mode drops what is still queued and not yet played on firmware
+  1.9 and 2.0 (Listening -> AudioService::EnableVoiceProcessing(true) -> ResetDecoder; from 2.2
+  the firmware waits for its playback queue to drain first): `truncated_ms` adds up what such a
+  box would have cut (by this box's clock: a busy test machine adds to it), `reply_pcm` keeps it.
 
 The protocol pieces (OTA request, headers, hello, framing) are the package's
 gateway/links/xiaozhi/box_side.py, shared with `gateway bench --xiaozhi`.
@@ -83,6 +87,8 @@ class XiaozhiBox:
     tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (name, arguments) in order
     mcp_methods: list[str] = field(default_factory=list)  # every JSON-RPC method the gateway sent
     volume: int = 70
+    listening_mode: str = ""  # of the last `listen start`
+    truncated_ms: float = 0.0  # reply audio queued, not yet played, when `tts stop` came in auto mode
 
     def __post_init__(self) -> None:
         self._encoder = OpusEncoder(16000, 60)
@@ -138,6 +144,7 @@ class XiaozhiBox:
         await self.ws.send(json.dumps(msg))
 
     async def listen(self, mode: str = "auto") -> None:
+        self.listening_mode = mode
         await self.send_json({"session_id": self.session_id, "type": "listen", "state": "start", "mode": mode})
 
     async def stop_listening(self) -> None:
@@ -216,6 +223,9 @@ class XiaozhiBox:
             self.speaking = True
         elif msg.get("type") == "tts" and msg.get("state") == "stop":
             self.speaking = False
+            if self.listening_mode == "auto":  # firmware 1.9/2.0: ResetDecoder drops the unplayed queue
+                self.truncated_ms += max(0.0, self._play_ends - asyncio.get_running_loop().time()) * 1000
+                self._play_ends = 0.0
 
     def _on_audio(self, data: bytes, now: float) -> None:
         self.packets_received += 1
