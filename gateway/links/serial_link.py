@@ -1,7 +1,8 @@
 """Serial link (UART, USB serial) on pyserial: COBS + CRC-16 frames, one device per port.
 
-Each configured port has a supervisor that opens it, runs one device session on it, and when the
-port goes away (USB cable pulled, device reset) or the session ends, reopens it with back-off
+Each configured port has a supervisor that opens it, runs one device session on it once the
+device sends its first frame (a port says nothing about whether a device is on it; the hello
+timeout counts from there), and when the port goes away (USB cable pulled, device reset) or the session ends, reopens it with back-off
 until the device comes back. Reads and writes use the port's file descriptor with the event
 loop's reader/writer callbacks: no threads, no polling. A partial frame left by a pulled cable
 is dropped with the old connection; line noise costs at most the frame it hits (the framing
@@ -90,6 +91,16 @@ class SerialConnection:
             self._closed = f"port lost: {why}"
         self._loop.remove_reader(self._fd)
         self._readable.set()
+
+    async def first_frame(self) -> None:
+        """Wait, without a time limit, until the port brings a frame (or garbage, or is lost). A
+        serial port says nothing about whether a device is there: the session, and its
+        `server.hello_timeout_s`, start only when the device speaks, so a port whose device is off
+        or asleep is not logged `hello-timeout` and reopened every few seconds, and does not queue
+        an Error for the device to read first when it wakes."""
+        while not self._inbox and self._closed is None:
+            self._readable.clear()
+            await self._readable.wait()
 
     async def _next(self) -> Message | ProtocolError:
         while not self._inbox:
@@ -208,7 +219,9 @@ class SerialLink:
             conn = SerialConnection(sp, port.url, self.max_frame_bytes, check_credentials)
             first_try.set()
             try:
-                await handler(conn)
+                await conn.first_frame()
+                if conn.closed_reason is None:
+                    await handler(conn)
                 while conn.next_session():  # a new Hello on this port: the next device session
                     await handler(conn)
             finally:

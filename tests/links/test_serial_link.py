@@ -295,3 +295,46 @@ async def test_a_new_hello_with_that_devices_token_opens_its_session_on_the_same
         assert link.opened[str(cable.gateway_end)] == 1  # one port, kept open across the sessions
     finally:
         dev.close()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def quick_hello_gateway(cable: Socat, fake_runner, tmp_path: Path) -> AsyncIterator[SerialLink]:
+    """A hello timeout of 1 s, so that several would have passed in the tests below."""
+    cfg = parse_config({"server": {"hello_timeout_s": 1}, "devices": {"database": str(tmp_path / "g.db")}}, ROOT)
+    link = SerialLink([SerialPort(str(cable.gateway_end))])
+    ready = asyncio.Event()
+    task = asyncio.create_task(Gateway(cfg, fake_runner, [link]).serve(ready))
+    await asyncio.wait_for(ready.wait(), 10)
+    yield link
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_silent_port_is_not_timed_out_and_its_device_is_welcomed_first_when_it_wakes(
+        quick_hello_gateway, cable, caplog):
+    """A device that is off or asleep says nothing: the port stays open without `hello-timeout`
+    warnings or reopening, and no Error waits in the line for the device to read before its Welcome."""
+    dev = Device(cable.device_end)
+    try:
+        with caplog.at_level(logging.INFO):
+            await asyncio.sleep(3.5)  # three hello timeouts
+        assert "hello-timeout" not in caplog.text
+        assert quick_hello_gateway.opened[str(cable.gateway_end)] == 1
+        await dev.send(Hello(device_id="uart-sleepy"))
+        assert isinstance(await dev.recv(), Welcome)  # the first frame the device reads
+    finally:
+        dev.close()
+
+
+async def test_once_a_device_has_spoken_it_still_has_the_hello_timeout_to_say_hello(quick_hello_gateway, cable, caplog):
+    dev = Device(cable.device_end)
+    try:
+        with caplog.at_level(logging.WARNING):
+            await dev.send(Ping(nonce=7))
+            assert await dev.recv() == Pong(nonce=7)
+            err = await _next_of(dev, Error)
+        assert err.code == "hello-timeout"
+        assert f"serial {cable.gateway_end}: hello-timeout: no hello within 1 s" in caplog.text
+        await dev.hello("uart-late")  # the port is served again
+    finally:
+        dev.close()
