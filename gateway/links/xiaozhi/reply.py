@@ -59,6 +59,8 @@ class BoxReply:
             played_s = self._box.queued_ms(self._clock()) / 1000  # (+ a frame: the box's decoding
             if played_s > 0:                                         # and output buffer)
                 await self._sleep(played_s + self._frame_ms / 1000)
+                if self._speaking:  # the next reply started meanwhile: it goes on, its end says stop
+                    return
             await self._channel.send_json(framing.tts(session, "stop"))
 
     async def audio_start(self, session: str) -> None:

@@ -8,6 +8,7 @@ it, so nothing here depends on the machine's speed."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
@@ -29,11 +30,14 @@ class Box:
     def __init__(self) -> None:
         self.now = 100.0
         self.sent: list[tuple[float, str]] = []  # (time, "audio" | the tts state)
+        self.meanwhile: list[Callable[[], Awaitable[None]]] = []  # run during the next long sleeps
 
     def clock(self) -> float:
         return self.now
 
     async def sleep(self, seconds: float) -> None:
+        if seconds > FRAME_MS / 1000 and self.meanwhile:
+            await self.meanwhile.pop(0)()
         self.now += seconds
 
     async def send_json(self, msg: dict[str, Any]) -> None:
@@ -97,3 +101,26 @@ async def test_a_reply_that_never_spoke_sends_no_stop() -> None:
     box = Box()
     await _reply(box).end("s1")
     assert box.sent == []
+
+
+async def test_a_reply_that_starts_while_the_last_one_is_still_playing_is_not_stopped_by_it() -> None:
+    box = Box()
+    reply = _reply(box)
+
+    async def next_reply() -> None:  # (a realtime-mode turn answered while the box still plays)
+        await reply.sentence("s1", "And another thing.")
+        await reply.audio_start("s1")
+
+    await reply.sentence("s1", "It is three o'clock.")
+    await reply.audio_start("s1")
+    await reply.audio(_speech(1.0))
+    await reply.audio_stop(aborted=False)
+    box.meanwhile.append(next_reply)
+    await reply.end("s1")  # the first reply's end, while the box is still playing it
+    states = [what for _, what in box.sent if what != "audio"]
+    assert states == ["start", "sentence_start", "start", "sentence_start"]  # no stop: the box keeps speaking
+    await reply.audio(_speech(0.5))
+    await reply.audio_stop(aborted=False)
+    await reply.end("s1")
+    assert [what for _, what in box.sent if what != "audio"][-1] == "stop"
+    assert box.sent[-1][0] >= _played_at(box)
