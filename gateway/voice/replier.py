@@ -111,7 +111,7 @@ class Replier:
         for turn in list(self._turns):
             await turn.stop()
             if turn.metrics is not None and turn.metrics.transcript:
-                await self._finished(turn.metrics)
+                await self._finished(turn.metrics, "connection closed")
 
     async def _announce(self, text: str, play: Playback) -> None:
         async def sentences() -> AsyncIterator[Sentence]:
@@ -185,12 +185,13 @@ class Replier:
         self._brain.spoken(m.reply)  # played to the end: the brain may remember it now
         await self._events.publish(ReplyEnded(self._device_id, play.shown(), m.reply))
 
-    async def _finished(self, m: TurnMetrics) -> None:
+    async def _finished(self, m: TurnMetrics, cut_by: str = "barge-in") -> None:
+        """`cut_by`: what ended the turn early when `m.barged_in` (the log line says it)."""
         log.info(
             "%s (%s): heard %r -> %r | asr %.0f ms (%s), endpoint->first audio %.0f ms%s",
             self._peer, self._device_id, m.transcript, m.reply, m.asr_ms,
             "speculative" if m.speculative else "after endpoint", m.endpoint_to_first_audio_ms,
-            " [barge-in]" if m.barged_in else "",
+            f" [{cut_by}]" if m.barged_in else "",
         )
         await self._events.publish(TurnFinished(self._device_id, m))
 

@@ -237,3 +237,16 @@ async def test_a_spoken_stop_word_is_no_turn_and_sends_no_transcript(fake_runner
         assert [m.transcript for m in await metrics.wait(1)] == ["tell me a story"]  # no turn's metrics
     finally:
         await conv.close()
+
+
+async def test_a_reply_cut_by_the_connection_closing_is_logged_as_such_not_as_a_barge_in(fake_runner, caplog) -> None:
+    brain, dev, metrics = ScriptedBrain(answers), Device(), Reports()
+    conv = conversation(fake_runner, brain, dev, metrics, prebuffer_ms=300)
+    await conv.on_text("tell me a story")
+    await dev.until(lambda m: isinstance(m, AudioChunk) and m.seq == 8)
+    with caplog.at_level("INFO", logger="gateway.voice.replier"):
+        await conv.close()  # the device went away mid-reply
+    [m] = await metrics.wait(1)
+    assert m.transcript == "tell me a story" and m.barged_in  # the reply was cut short
+    [line] = [r.getMessage() for r in caplog.records if "heard 'tell me a story'" in r.getMessage()]
+    assert line.endswith("[connection closed]")
