@@ -10,6 +10,7 @@ import subprocess
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -115,16 +116,28 @@ def cable(tmp_path: Path) -> Iterator[Socat]:
     socat.pull()
 
 
+@asynccontextmanager
+async def _gateway_on(cable: Socat, fake_runner, tmp_path: Path, hello_timeout_s: float = 5,
+                      open_enrolment: bool = True) -> AsyncIterator[tuple[Gateway, SerialLink]]:
+    """A gateway serving the cable's gateway end, until the block ends."""
+    cfg = parse_config({"server": {"hello_timeout_s": hello_timeout_s},
+                        "devices": {"database": str(tmp_path / "g.db"), "open_enrolment": open_enrolment}}, ROOT)
+    link = SerialLink([SerialPort(str(cable.gateway_end))])
+    gateway = Gateway(cfg, fake_runner, [link])
+    ready = asyncio.Event()
+    task = asyncio.create_task(gateway.serve(ready))
+    try:
+        await asyncio.wait_for(ready.wait(), 10)
+        yield gateway, link
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
 @pytest_asyncio.fixture(loop_scope="session")
 async def serial_gateway(cable: Socat, fake_runner, tmp_path: Path) -> AsyncIterator[SerialLink]:
-    cfg = parse_config({"server": {"hello_timeout_s": 5}, "devices": {"database": str(tmp_path / "g.db")}}, ROOT)
-    link = SerialLink([SerialPort(str(cable.gateway_end))])
-    ready = asyncio.Event()
-    task = asyncio.create_task(Gateway(cfg, fake_runner, [link]).serve(ready))
-    await asyncio.wait_for(ready.wait(), 10)
-    yield link
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
+    async with _gateway_on(cable, fake_runner, tmp_path) as (_, link):
+        yield link
 
 
 async def test_a_device_on_a_serial_port_is_welcomed_and_its_reading_is_acked_stored(serial_gateway, cable):
@@ -206,16 +219,8 @@ async def test_two_ports_serve_two_devices_at_once(fake_runner, tmp_path):
 @pytest_asyncio.fixture(loop_scope="session")
 async def closed_serial_gateway(cable: Socat, fake_runner, tmp_path: Path) -> AsyncIterator[tuple[Gateway, SerialLink]]:
     """Enrolment closed: only registered devices with their token are let in."""
-    cfg = parse_config({"server": {"hello_timeout_s": 5}, "devices": {"database": str(tmp_path / "g.db"),
-                                                                        "open_enrolment": False}}, ROOT)
-    link = SerialLink([SerialPort(str(cable.gateway_end))])
-    gateway = Gateway(cfg, fake_runner, [link])
-    ready = asyncio.Event()
-    task = asyncio.create_task(gateway.serve(ready))
-    await asyncio.wait_for(ready.wait(), 10)
-    yield gateway, link
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
+    async with _gateway_on(cable, fake_runner, tmp_path, open_enrolment=False) as served:
+        yield served
 
 
 async def _next_of(dev: Device, kind: type, timeout: float = 5):
@@ -300,14 +305,8 @@ async def test_a_new_hello_with_that_devices_token_opens_its_session_on_the_same
 @pytest_asyncio.fixture(loop_scope="session")
 async def quick_hello_gateway(cable: Socat, fake_runner, tmp_path: Path) -> AsyncIterator[SerialLink]:
     """A hello timeout of 1 s, so that several would have passed in the tests below."""
-    cfg = parse_config({"server": {"hello_timeout_s": 1}, "devices": {"database": str(tmp_path / "g.db")}}, ROOT)
-    link = SerialLink([SerialPort(str(cable.gateway_end))])
-    ready = asyncio.Event()
-    task = asyncio.create_task(Gateway(cfg, fake_runner, [link]).serve(ready))
-    await asyncio.wait_for(ready.wait(), 10)
-    yield link
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
+    async with _gateway_on(cable, fake_runner, tmp_path, hello_timeout_s=1) as (_, link):
+        yield link
 
 
 async def test_a_silent_port_is_not_timed_out_and_its_device_is_welcomed_first_when_it_wakes(
