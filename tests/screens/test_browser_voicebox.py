@@ -67,7 +67,6 @@ async def test_the_browser_voice_box_talks_shows_the_reply_and_lip_syncs_over_ht
                     }
                 }, 20);
             })""")
-            await page.wait_for_function("() => window.voicebox.sentences >= 2", timeout=10_000)
             transcript = await page.locator("#transcript").inner_text()
             reply = await page.locator("#reply").inner_text()
             action = await page.locator("#action").inner_text()
@@ -76,9 +75,17 @@ async def test_the_browser_voice_box_talks_shows_the_reply_and_lip_syncs_over_ht
         finally:
             await browser.close()
     assert errors == []
-    assert "thank" in transcript.lower() and "bye" in transcript.lower()
-    assert reply == "Goodbye!"  # the last sentence stays on screen
-    assert action.startswith("farewell.goodbye")
+    # The page is under test here, not the ASR: once in ~30 CI runs (a busy machine, the audio
+    # through Chromium's fake capture) Moonshine heard "Thank you, Dubai.". The reply and the
+    # action shown must be the ones for what was heard (config/replies.yaml, action_rules.csv).
+    heard = transcript.lower()
+    assert "thank" in heard, transcript
+    if "bye" in heard:  # "You are welcome. Goodbye!"
+        assert reply == "Goodbye!"  # the last sentence stays on screen
+        assert action.startswith("farewell.goodbye")
+    else:
+        assert reply == "You are welcome."
+        assert action.startswith("social.thanks")
     distinct = {round(v, 2) for v in opens}
     assert len(distinct) >= 3 and max(opens) >= 0.6, opens  # it really moved, not one stuck value
     assert (ARTIFACTS / "voicebox.png").stat().st_size > 5000
