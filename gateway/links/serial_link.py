@@ -2,8 +2,8 @@
 
 Each configured port has a supervisor that opens it, runs one device session on it once the
 device sends its first frame (a port says nothing about whether a device is on it; the hello
-timeout counts from there), and when the port goes away (USB cable pulled, device reset) or the session ends, reopens it with back-off
-until the device comes back. Reads and writes use the port's file descriptor with the event
+timeout counts from there), and when the port goes away (USB cable pulled, device reset) or the
+session ends, reopens it with back-off until the device comes back. Reads and writes use the port's file descriptor with the event
 loop's reader/writer callbacks: no threads, no polling. A partial frame left by a pulled cable
 is dropped with the old connection; line noise costs at most the frame it hits (the framing
 resynchronises at the next 0x00 delimiter).

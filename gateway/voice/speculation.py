@@ -67,11 +67,7 @@ class SpeculativeReply:
             async for sentence in gen:
                 yield sentence
         finally:
-            # Not while it is being closed elsewhere: when a dropped session's generators are
-            # finalised by the event loop, each in a task of its own and in no set order, the
-            # brain's may be unwinding its `finally` already; that close finishes it.
-            if not gen.ag_running:  # type: ignore[attr-defined]
-                await gen.aclose()  # type: ignore[attr-defined]
+            await _close_unless_running(gen)
 
     async def withdraw(self) -> None:
         """The user went on speaking: drop the reply and let the brain forget the turn."""
@@ -84,9 +80,17 @@ class SpeculativeReply:
         """Stop fetching and close the brain's reply (its LLM request is cancelled); idempotent."""
         self._first.cancel()
         await asyncio.gather(self._first, return_exceptions=True)
-        # Still running in the speaker's task (a barge-in cancelled it): that task unwinds it.
-        if self._gen is not None and not self._gen.ag_running:  # type: ignore[attr-defined]
-            await self._gen.aclose()  # type: ignore[attr-defined]
+        if self._gen is not None:
+            await _close_unless_running(self._gen)
+
+
+async def _close_unless_running(gen: AsyncIterator[Sentence]) -> None:
+    """Close the brain's reply generator, unless it is running in another task, which then
+    unwinds it: the speaker's task after a barge-in, or, when the event loop finalises a dropped
+    session's generators (each in a task of its own, in no set order), the close of the
+    generator itself, already in its `finally`."""
+    if not gen.ag_running:  # type: ignore[attr-defined]
+        await gen.aclose()  # type: ignore[attr-defined]
 
 
 @dataclass

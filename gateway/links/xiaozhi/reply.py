@@ -4,8 +4,8 @@ The box's connection (connection.py) hands each outbound reply message here: a s
 `ReplyText(final=False)` -> `tts start` (a reply's first) and `tts sentence_start`; `AudioStart`
 -> `tts start` and the sentence's `llm {emotion}` (from its Action/Sentiment, emotions.py; sent
 when it changes); PCM -> Opus at the box's frame duration, paced (playback.py) so the box's queue
-never overflows; the closing `ReplyText(final=True)` -> the encoder's tail, then `tts stop` once the box has played it all; a
-barge-in's `AudioStop(ABORTED)` drops what is encoded and queued.
+never overflows; the closing `ReplyText(final=True)` -> the encoder's tail, then `tts stop` once
+the box has played it all; a barge-in's `AudioStop(ABORTED)` drops what is encoded and queued.
 """
 
 from __future__ import annotations
