@@ -15,7 +15,6 @@ import pytest
 from firmware_protocol import AudioChunk, AudioFormat, AudioStart, AudioStop, Capability, Message, ReplyText, Visemes
 from gateway.audio.pcm import s16le_to_float
 from gateway.brain.contract import Sentence
-from gateway.cli.capacity_box import word_errors
 from gateway.engines.base import SynthChunk, TtsEngine
 from gateway.engines.fake import FakeAsr, FakeVad
 from gateway.engines.runner import EngineRunner
@@ -23,6 +22,7 @@ from gateway.expression.device import DeviceExpression
 from gateway.expression.sentence import Expression
 from gateway.voice.pieces import MAX_WORDS, later_pieces, synthesis_pieces
 from gateway.voice.speaker import Playback, Speaker
+from tests.voice.hearing import heard_per_piece
 from tests.voice.test_long_first_sentence_voice import longest_silence_ms
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -73,8 +73,10 @@ async def test_a_long_later_sentence_is_synthesized_in_several_calls_and_plays_a
     chunks = [m for m in mine if isinstance(m, AudioChunk)]
     assert [c.seq for c in chunks] == list(range(len(chunks)))
     pcm = s16le_to_float(b"".join(c.data for c in chunks))
-    errors, words = word_errors(LATER, transcribe(pcm, RATE))
-    assert errors / words <= 0.15  # every piece is heard, in order
+    # every piece is heard, in order: most of its words (piper renders with noise, and the ASR
+    # mishears a word of one rendering now and then; a lost piece is not heard at all)
+    heard = heard_per_piece(later, transcribe(pcm, RATE))
+    assert min(heard) >= 0.5, (later, heard)
     # the cuts keep a short pause (CLAUSE_PAUSE_MS 120 ms at a comma, WORD_PAUSE_MS 30 between
     # words): no silence longer than the whole sentence's own pauses between its words (< 200 ms);
     # piper leaves ~300 ms after each piece as it is
