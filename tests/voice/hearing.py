@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
+from difflib import SequenceMatcher
+
 from gateway.brain.text import normalize
 
 
 def heard_per_piece(pieces: list[str], hearing: str) -> list[float]:
     """For each piece, the share of its words found in the hearing, in order: the words of the whole
-    sentence matched to the hearing's by a longest common subsequence, counted piece by piece."""
+    sentence matched to the hearing's (difflib's matching blocks), counted piece by piece."""
     words = [(i, word) for i, piece in enumerate(pieces) for word in normalize(piece).split()]
-    owner, ref, hyp = [i for i, _ in words], [w for _, w in words], normalize(hearing).split()
-    best = [[0] * (len(hyp) + 1) for _ in range(len(ref) + 1)]
-    for i in range(len(ref) - 1, -1, -1):
-        for j in range(len(hyp) - 1, -1, -1):
-            best[i][j] = best[i + 1][j + 1] + 1 if ref[i] == hyp[j] else max(best[i + 1][j], best[i][j + 1])
+    owner = [i for i, _ in words]
+    matcher = SequenceMatcher(None, [w for _, w in words], normalize(hearing).split(), autojunk=False)
     found = [0] * len(pieces)
-    i = j = 0
-    while i < len(ref) and j < len(hyp):
-        if ref[i] == hyp[j]:
-            found[owner[i]] += 1
-            i, j = i + 1, j + 1
-        elif best[i + 1][j] >= best[i][j + 1]:
-            i += 1
-        else:
-            j += 1
+    for start, _, size in matcher.get_matching_blocks():
+        for k in owner[start: start + size]:
+            found[k] += 1
     return [found[k] / owner.count(k) for k in range(len(pieces))]
