@@ -46,7 +46,7 @@ def default_links(cfg: GatewayConfig, cluster: ClusterNode | None = None) -> lis
             log.warning("xiaozhi.mqtt_udp is on but mqtt.enabled is off: boxes keep the WebSocket")
     d = cfg.devices
     limits = PeerLimits(s.max_sessions, s.max_sessions_per_peer, d.login_backoff_s, d.login_backoff_max_s,
-                        d.max_readings_per_minute_per_peer)  # one per gateway: WebSocket and CoAP share it
+                        d.max_readings_per_minute_per_peer)  # one per gateway: WebSocket, CoAP (and MQTT's count) share it
     ws_link = WebSocketLink(s.host, s.websocket_port, s.websocket_path, s.max_frame_bytes, endpoints, limits,
                             idle_s=s.session_idle_s or None, idle_probe_s=s.hello_timeout_s)
     links: list[DeviceLink] = [ws_link]
@@ -66,7 +66,8 @@ def default_links(cfg: GatewayConfig, cluster: ClusterNode | None = None) -> lis
                               max_frame_bytes=s.max_frame_bytes, embedded=not m.host,
                               inbox_messages=m.inbox_messages, offline_queue=m.offline_queue,
                               extensions=mqtt_extensions, extension_port=cfg.xiaozhi.mqtt_port,
-                              broker_folder=cfg.path(cfg.devices.database).parent / "mosquitto"))
+                              broker_folder=cfg.path(cfg.devices.database).parent / "mosquitto",
+                              limits=limits, idle_s=s.session_idle_s or None, idle_probe_s=s.hello_timeout_s))
     if cfg.coap.enabled:
         links.append(CoapLink(s.host, cfg.coap.port, s.max_frame_bytes, cfg.coap.outbox_bytes, cfg.coap.session_idle_s,
                               limits))

@@ -1,8 +1,9 @@
 """Limits that hold under abuse, per peer address, for the links that know where a peer connects
-from (WebSocket, CoAP): one `PeerLimits` per gateway, shared by those links (gateway/app.py).
+from (WebSocket, CoAP): one `PeerLimits` per gateway, shared by those links (gateway/app.py); the
+MQTT link shares its session count (a broker hides the devices' addresses).
 
-- Sessions: at most `max_sessions` connections in total and `max_sessions_per_peer` from one
-  address (pre-Hello connections count too, so a flood from one machine cannot hold every slot
+- Sessions: at most `max_sessions` sessions in total (WebSocket, CoAP, MQTT) and
+  `max_sessions_per_peer` from one address (pre-Hello connections count too, so a flood from one machine cannot hold every slot
   or exhaust the file descriptors); the link refuses the rest with `too-many-sessions`.
 - Failed logins (a Hello answered `auth-failed`): each one locks the address out of logging in
   for `login_backoff_s`, doubling per further failure up to `login_backoff_max_s`; a Hello in the
@@ -88,25 +89,28 @@ class PeerLimits:
         self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
 
     # --- sessions -----------------------------------------------------------------------------
-    def admit(self, address: str) -> str | None:
-        """Take a session slot for a new connection from `address`; None when taken, else why not
-        (then nothing was taken). Every admitted connection is `release`d when it ends."""
-        here = self._per_peer.get(address, 0)
-        if here >= self.max_sessions_per_peer:
+    def admit(self, address: str | None) -> str | None:
+        """Take a session slot for a new connection from `address` (None: a link that does not
+        know it, MQTT: only the total counts); None when taken, else why not (then nothing was
+        taken). Every admitted connection is `release`d with the same address when it ends."""
+        here = self._per_peer.get(address, 0) if address is not None else 0
+        if address is not None and here >= self.max_sessions_per_peer:
             return (f"{here} sessions from {address} already (server.max_sessions_per_peer "
                     f"{self.max_sessions_per_peer}); close one and retry")
         if self.sessions >= self.max_sessions:
             return f"the gateway serves its maximum of {self.max_sessions} sessions (server.max_sessions); retry later"
-        self._per_peer[address] = here + 1
+        if address is not None:
+            self._per_peer[address] = here + 1
         self.sessions += 1
         return None
 
-    def release(self, address: str) -> None:
-        left = self._per_peer.get(address, 0) - 1
-        if left > 0:
-            self._per_peer[address] = left
-        else:
-            self._per_peer.pop(address, None)
+    def release(self, address: str | None) -> None:
+        if address is not None:
+            left = self._per_peer.get(address, 0) - 1
+            if left > 0:
+                self._per_peer[address] = left
+            else:
+                self._per_peer.pop(address, None)
         self.sessions = max(0, self.sessions - 1)
 
     # --- logins -------------------------------------------------------------------------------

@@ -8,8 +8,11 @@ Topics (PROTOCOL.md, "MQTT"), with `P` = mqtt.topic_prefix and `D` = the device 
 
 The gateway subscribes to `P/+/up` and `P/+/status` with a persistent session, so QoS 1 messages
 sent while it was away are delivered when it is back. A device's first message opens a session
-(run by the core like any other connection; a Hello always opens a new one); `offline` or a broker disconnect ends it. Each
-device has a bounded inbox (gateway/links/mqtt_connection.py).
+(run by the core like any other connection; a Hello always opens a new one); `offline`, a broker
+disconnect or `idle_s` of silence with an unanswered Ping ends it. Each device has a bounded inbox
+(gateway/links/mqtt_connection.py). With `limits`, the sessions count towards the gateway's
+`server.max_sessions` (shared with WebSocket and CoAP); a device that would open one more is
+answered Error `too-many-sessions` on `P/D/down` and its message is dropped.
 
 `embedded`: the gateway runs the broker itself, Debian's mosquitto (gateway/links/mosquitto.py,
 its logins and ACL from the device registry; started by gateway/links/mqtt_broker_start.py); otherwise it is a client of `host:port`.
@@ -43,6 +46,7 @@ from firmware_protocol import AudioChunk, Error, Hello, Message, ProtocolError, 
 from firmware_protocol.session_messages import DEVICE_ID_PATTERN
 from gateway.links.mqtt_dedup import RedeliveryFilter
 from gateway.links.base import ConnectionHandler, LinkClosed, LinkServices
+from gateway.links.limits import LogThrottle, PeerLimits
 from gateway.links.mosquitto import MosquittoBroker
 from gateway.links.mqtt_broker_start import start_extension_broker, start_mosquitto
 from gateway.links.mqtt_client import AsyncPaho, Will, stay_connected
@@ -82,10 +86,15 @@ class MqttLink:
         broker_folder: Path | None = None,
         extension_port: int = 1884,
         cluster: ClusterNode | None = None,
+        limits: PeerLimits | None = None,
+        idle_s: float | None = None,
+        idle_probe_s: float = 10.0,
     ) -> None:
         """`embedded`: run mosquitto on host:port with its files in `broker_folder` (None: a
         temporary one), its device logins from `services.broker_logins` (the registry); the
-        extensions' amqtt broker on `extension_port` checks logins with `services.check_credentials`."""
+        extensions' amqtt broker on `extension_port` checks logins with `services.check_credentials`.
+        `limits`: the gateway's session count (None: no cap); `idle_s`: a silent session gets a Ping
+        after this long and ends when `idle_probe_s` pass without an answer (None: never)."""
         self.host, self.port = host, port
         self.embedded = embedded
         self.prefix = topic_prefix
@@ -99,6 +108,9 @@ class MqttLink:
         self.broker_folder = broker_folder
         self.extension_port = extension_port
         self.cluster = cluster
+        self.limits = limits
+        self.idle_s, self.idle_probe_s = idle_s, idle_probe_s
+        self._refusals = LogThrottle(log)
         self.not_leased = 0  # publishes dropped in cluster mode: their device's lease is not ours
         self._ext_client: AsyncPaho | None = None
         self.broker: MosquittoBroker | None = None  # the embedded one, while serving
@@ -166,12 +178,22 @@ class MqttLink:
                 item = exc
         conn = self.connections.get(device_id)
         if conn is None or isinstance(item, Hello):  # a Hello always starts a new session
-            conn = self._open(device_id)
+            if (conn := self._open(device_id)) is None:
+                return
         conn.deliver(item)
 
-    def _open(self, device_id: str) -> MqttDeviceConnection:
+    def _open(self, device_id: str) -> MqttDeviceConnection | None:
+        """A new session for the device (None: refused, the gateway is full). The session slot
+        belongs to the device id: a new Hello's session takes over its old session's."""
         if (old := self.connections.get(device_id)) is not None:
             old.end("a new Hello started a new session")
+        elif self.limits is not None and (why := self.limits.admit(None)) is not None:
+            self._refusals.warning("full", "mqtt %s: too-many-sessions: %s", device_id, why)
+            try:
+                self.publish_down(device_id, Error(code="too-many-sessions", text=why))
+            except LinkClosed:
+                pass
+            return None
         conn = self.connections[device_id] = MqttDeviceConnection(self, device_id)
         assert self._tg is not None and self._handler is not None
         self._tg.create_task(self._handler(conn), name=f"mqtt {device_id}")
@@ -219,6 +241,8 @@ class MqttLink:
     def forget(self, conn: MqttDeviceConnection) -> None:
         if self.connections.get(conn.device_id) is conn:
             del self.connections[conn.device_id]
+            if self.limits is not None:
+                self.limits.release(None)
 
     async def serve(self, handler: ConnectionHandler, ready: asyncio.Event | None = None,
                     services: LinkServices | None = None) -> None:

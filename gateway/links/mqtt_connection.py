@@ -3,6 +3,12 @@
 The link (gateway/links/mqtt.py) delivers what arrives on `P/D/up` into the device's inbox; when
 the core falls behind, newer messages are dropped and counted (audio is real-time anyway; an
 unacked SensorReading is resent by the device). Sending goes back through the link.
+
+An MQTT device has no connection to the gateway that breaks when it goes away without its last
+will (a clean disconnect, a broker that lost it): with `idle_s` (server.session_idle_s), a session
+that heard nothing for that long sends the device a Ping, and ends with Error `idle-timeout` when
+nothing arrives within `idle_probe_s` after it. The device's next message opens a new session,
+which answers `hello-required` (PROTOCOL.md): a live device that was merely quiet says Hello again.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import logging
 from collections import deque
 from typing import Protocol
 
-from firmware_protocol import Message, ProtocolError
+from firmware_protocol import Error, Message, Ping, ProtocolError
 from gateway.links.base import LinkClosed, ManyInFlight
 
 log = logging.getLogger("gateway.links.mqtt")  # the link's log lines, as before the split
@@ -22,6 +28,8 @@ class MqttDownlink(Protocol):
     """What a device connection needs of its link."""
 
     inbox_messages: int  # per device; newer messages are dropped when full
+    idle_s: float | None  # silent this long: a Ping, then closed (None: idle sessions stay)
+    idle_probe_s: float  # how long the Ping may stay unanswered
 
     def publish_down(self, device_id: str, message: Message) -> None: ...
     def forget(self, conn: "MqttDeviceConnection") -> None: ...
@@ -54,12 +62,31 @@ class MqttDeviceConnection(ManyInFlight):
         self._ready.set()
 
     async def receive(self) -> Message | ProtocolError:
+        pinged = False
         while not self._inbox:
             if self._closed is not None:
                 raise LinkClosed(self._closed)
             self._ready.clear()
-            await self._ready.wait()
+            idle_s = self._link.idle_s
+            if idle_s is None:
+                await self._ready.wait()
+                continue
+            try:
+                async with asyncio.timeout(self._link.idle_probe_s if pinged else idle_s):
+                    await self._ready.wait()
+            except TimeoutError:
+                if pinged:
+                    await self._idle_timeout(idle_s)
+                await self.send(Ping(nonce=0))
+                pinged = True
         return self._inbox.popleft()
+
+    async def _idle_timeout(self, idle_s: float) -> None:
+        text = f"no message for {idle_s:g} s and no answer to a Ping within {self._link.idle_probe_s:g} s"
+        log.warning("%s: idle-timeout: %s (server.session_idle_s); session closed", self.peer, text)
+        await self.send(Error(code="idle-timeout", text=text))
+        self.end(f"idle-timeout: {text}")
+        raise LinkClosed(f"idle-timeout: {text}")
 
     async def send(self, message: Message) -> None:
         if self._closed is not None:
