@@ -39,11 +39,43 @@ def test_shipped_gateway_yaml_loads_and_equals_the_defaults() -> None:
     assert cfg.base_dir == ROOT
 
 
+# Keys gateway.yaml shows only as a comment, because their default depends on another key.
+COMMENTED = {"asr": {"model"}}  # the engine's own model
+
+
 def test_every_key_in_the_code_is_in_gateway_yaml_and_vice_versa() -> None:
-    raw = yaml.safe_load(SHIPPED.read_text(encoding="utf-8"))
+    text = SHIPPED.read_text(encoding="utf-8")
+    raw = yaml.safe_load(text)
     assert set(raw) == set(SECTIONS)
     for section, model in SECTIONS.items():
-        assert set(raw[section]) == set(model.model_fields), f"keys of [{section}] differ"
+        commented = COMMENTED.get(section, set())
+        assert set(raw[section]) == set(model.model_fields) - commented, f"keys of [{section}] differ"
+        for key in commented:
+            assert re.search(rf"^  # {key}: ", text, re.MULTILINE), f"gateway.yaml does not show {section}.{key}"
+
+
+def test_the_shipped_asr_section_with_only_the_engine_changed_runs_that_engines_model() -> None:
+    raw = yaml.safe_load(SHIPPED.read_text(encoding="utf-8"))
+    asr = parse_config({"asr": {**raw["asr"], "engine": "whisper"}}).asr
+    assert asr.models() == {"whisper-tiny-en"}
+
+
+@pytest.mark.parametrize(("engine", "model", "own"), [
+    ("whisper", "moonshine-base-en", "whisper-tiny-en"),
+    ("moonshine", "whisper-tiny-en", "moonshine-base-en"),
+    ("moonshine-sherpa", "whisper-tiny-en", "moonshine-base-en"),
+])
+def test_a_model_of_another_asr_engine_is_refused_when_the_config_loads(engine: str, model: str, own: str) -> None:
+    msg = config_error({"asr": {"engine": engine, "model": model}})
+    assert f"asr: engine {engine!r} cannot run model {model!r}" in msg
+    assert f"leave asr.model out for the engine's own ({own})" in msg
+
+
+@pytest.mark.parametrize("engine", [["whisper"], {"name": "whisper"}])
+def test_an_asr_engine_given_as_a_list_or_mapping_is_a_clear_error(engine: Any) -> None:
+    msg = config_error({"asr": {"engine": engine}})
+    assert f"asr.engine = {engine!r}:" in msg
+    assert "'moonshine', 'moonshine-sherpa', 'whisper', 'transducer' or 'paraformer'" in msg
 
 
 def _commented_asr_examples() -> list[dict[str, str]]:

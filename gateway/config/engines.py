@@ -42,6 +42,14 @@ _ASR_FILES: dict[str, tuple[str, ...]] = {
 
 
 _ASR_DEFAULT_MODEL = {"whisper": "whisper-tiny-en"}  # asr.model when not given; else moonshine-base-en
+# The engines that can run each model of the shipped manifest (models/manifest.yaml): a Moonshine model
+# has no CTranslate2 files for whisper, a Whisper model no encoder/decoder/tokens for moonshine
+# (gateway/engines/factory.py). A model added to the manifest by name is not known here: it is checked
+# when it loads.
+_ASR_MODEL_ENGINES: dict[str, tuple[str, ...]] = {
+    "moonshine-base-en": ("moonshine", "moonshine-sherpa"),
+    "whisper-tiny-en": ("whisper",),
+}
 
 
 class AsrConfig(_Section):
@@ -75,9 +83,21 @@ class AsrConfig(_Section):
     @model_validator(mode="before")
     @classmethod
     def _model_of_engine(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("model") is None and data.get("engine") in _ASR_DEFAULT_MODEL:
-            return {**data, "model": _ASR_DEFAULT_MODEL[data["engine"]]}
-        return data
+        engine = data.get("engine") if isinstance(data, dict) else None
+        if isinstance(engine, str) and data.get("model") is None and engine in _ASR_DEFAULT_MODEL:
+            return {**data, "model": _ASR_DEFAULT_MODEL[engine]}
+        return data  # a list or mapping as the engine: refused below as not one of the engines
+
+    @model_validator(mode="after")
+    def _model_of_its_engine(self) -> "AsrConfig":
+        engines = _ASR_MODEL_ENGINES.get(self.model)
+        if engines is not None and self.engine not in engines and self.engine in ("moonshine", "moonshine-sherpa",
+                                                                                   "whisper"):
+            own = _ASR_DEFAULT_MODEL.get(self.engine, "moonshine-base-en")
+            raise ValueError(f"engine {self.engine!r} cannot run model {self.model!r} (a model for engine "
+                             f"{' or '.join(engines)}): leave asr.model out for the engine's own ({own}), "
+                             f"or set asr.engine: {engines[0]}")
+        return self
 
     @model_validator(mode="after")
     def _second_opinion_of_moonshine(self) -> "AsrConfig":
