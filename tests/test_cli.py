@@ -85,3 +85,41 @@ def test_help_explains_every_command():
     assert res.returncode == 0
     for command in ("run", "simulate", "doctor", "models", "bench"):
         assert command in res.stdout
+
+
+def _doctor_config(tmp_path: Path, **sections: dict) -> Path:
+    """A config whose ports cannot clash (0: any free port) and whose models are not prepared (no engine loads)."""
+    shipped = {"expression": {k: str(ROOT / "config" / f) for k, f in (
+        ("action_rules", "action_rules.csv"), ("sentiment", "sentiment.yaml"), ("hints", "hints.yaml"),
+        ("servo_map", "servo_map.yaml"))},
+        "xiaozhi": {"device_actions": str(ROOT / "config" / "device_actions.yaml")},
+        "brain": {"replies": str(ROOT / "config" / "replies.yaml")}}
+    cfg = {"server": {"host": "127.0.0.1", "websocket_port": 0}, "screens": {"host": "127.0.0.1", "port": 0},
+           "mqtt": {"enabled": False}, "coap": {"enabled": False},
+           "models": {"dir": str(tmp_path / "models"), "manifest": str(ROOT / "models" / "manifest.yaml")}}
+    for name, section in {**shipped, **sections}.items():
+        cfg[name] = {**shipped.get(name, {}), **section}
+    path = tmp_path / "gateway.yaml"
+    path.write_text(json.dumps(cfg), encoding="utf-8")  # JSON is YAML
+    return path
+
+
+def test_doctor_fails_on_a_missing_replies_file_naming_the_key_and_the_path(tmp_path):
+    missing = tmp_path / "nowhere" / "replies.yaml"
+    res = run_cli("--config", str(_doctor_config(tmp_path, brain={"replies": str(missing)})), "doctor")
+    assert res.returncode == 1
+    assert f"FAIL brain.replies: cannot read {missing}: No such file or directory" in res.stdout
+    assert "Traceback" not in res.stdout + res.stderr
+
+
+def test_doctor_fails_on_a_broken_sentiment_file_and_passes_the_shipped_files(tmp_path):
+    from gateway.cli.doctor import checks_without_engines
+    from gateway.config import load_config
+
+    res = run_cli("--config", str(_doctor_config(tmp_path)), "doctor")
+    assert "OK   files: brain.replies, expression.action_rules, expression.sentiment, expression.hints" in res.stdout
+    broken = tmp_path / "sentiment.yaml"
+    broken.write_text("words: [\n", encoding="utf-8")
+    cfg = load_config(_doctor_config(tmp_path, expression={"sentiment": str(broken)}))
+    failed = [c.what for c in checks_without_engines(cfg) if c.status == "FAIL"]  # the console's health page
+    assert any(what.startswith(f"expression.sentiment: {broken} is not valid YAML") for what in failed), failed

@@ -153,6 +153,17 @@ def _disk(cfg: GatewayConfig) -> Iterator[Check]:
         yield Check(OK, text)
 
 
+def _files(cfg: GatewayConfig) -> Iterator[Check]:
+    """The files the config names (brain.replies, expression.*, ...): the same check as `gateway run`'s."""
+    from gateway.cli.preflight import configured_files, file_problems
+
+    problems = file_problems(cfg)
+    for problem in problems:
+        yield Check(FAIL, problem, "fix that file, or point its key in gateway.yaml at a good one")
+    if not problems:
+        yield Check(OK, "files: " + ", ".join(key for key, _ in configured_files(cfg)) + " are there and valid")
+
+
 def _mcp_servers(cfg: GatewayConfig) -> Iterator[Check]:
     """Each external MCP server of brain.mcp_servers, connected once; the gateway runs without them."""
     if not cfg.brain.mcp_servers:
@@ -178,7 +189,7 @@ def checks_without_engines(cfg: GatewayConfig) -> list[Check]:
         checks.extend(_models(cfg, ModelStore(cfg))[0])
     except GatewayError as exc:
         checks.append(Check(FAIL, f"model manifest: {exc.text}", "set models.manifest in gateway.yaml"))
-    for part in (port_checks(cfg), _sqlite(), _libraries(), _espeak(), _disk(cfg), _mcp_servers(cfg)):
+    for part in (_files(cfg), port_checks(cfg), _sqlite(), _libraries(), _espeak(), _disk(cfg), _mcp_servers(cfg)):
         checks.extend(part)
     return checks
 
@@ -195,7 +206,7 @@ def run_doctor(cfg: GatewayConfig, out: Callable[[str], None] = print) -> int:
         model_checks, ready = _models(cfg, store)
         checks.extend(model_checks)
         checks.extend(_engines(cfg, store, ready))
-    for part in (port_checks(cfg), _sqlite(), _libraries(), _espeak(), _disk(cfg), _mcp_servers(cfg)):
+    for part in (_files(cfg), port_checks(cfg), _sqlite(), _libraries(), _espeak(), _disk(cfg), _mcp_servers(cfg)):
         checks.extend(part)
     for c in checks:
         out(f"{c.status:<4} {c.what}")
