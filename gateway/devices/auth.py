@@ -4,7 +4,8 @@ gateway/storage/devices.py) and the check of a Hello's token.
 Each registered device has a random token; only its SHA-256 is stored (tokens are 192-bit
 random, so a plain hash is enough), compared in constant time. With open enrolment (a trusted
 LAN) unknown devices are let in with a warning; a registered device with a wrong token is always
-refused.
+refused. A token that cannot be checked (the database locked past its busy timeout, the disk full)
+refuses the Hello with `storage-failed`: the device says Hello again later.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from firmware_protocol import Hello
 from gateway.devices.broker_password import mosquitto_hash
 from gateway.devices.database import Database
 from gateway.devices.device_registry import DeviceRegistry
+from gateway.devices.reading_store import StorageFailed
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +97,11 @@ def check_token(conn: sqlite3.Connection, device_id: str, token: str) -> bool | 
 
 
 class AuthRefused(Exception):
-    """Hello refused; `str(exc)` is the reason (logged and sent to the device)."""
+    """Hello refused; `str(exc)` is the reason and `code` the error code (logged and sent to the device)."""
+
+    def __init__(self, reason: str, code: str = "auth-failed") -> None:
+        super().__init__(reason)
+        self.code = code
 
 
 class SqliteDeviceRegistry:
@@ -105,7 +111,10 @@ class SqliteDeviceRegistry:
         self._db = db
 
     async def check_token(self, device_id: str, token: str) -> bool | None:
-        return await self._db.run(check_token, device_id, token)
+        try:
+            return await self._db.run(check_token, device_id, token)
+        except sqlite3.Error as exc:  # 'database is locked' past busy_timeout, disk full, I/O error
+            raise StorageFailed(f"database error: {exc}") from exc
 
     async def add_device(self, device_id: str, name: str = "") -> str:
         return await self._db.run(add_device, device_id, name)
@@ -132,8 +141,13 @@ class Authenticator:
         self.open_enrolment = open_enrolment
 
     async def check(self, hello: Hello, peer: str) -> None:
-        """Return when the device may connect; raise AuthRefused otherwise."""
-        known = await self._registry.check_token(hello.device_id, hello.token)
+        """Return when the device may connect; raise AuthRefused otherwise (its code
+        `storage-failed` when the registry could not check the token)."""
+        try:
+            known = await self._registry.check_token(hello.device_id, hello.token)
+        except StorageFailed as exc:
+            raise AuthRefused(f"the token of {hello.device_id} could not be checked ({exc}); say Hello again later",
+                              code="storage-failed") from exc
         if known is True:
             return
         if known is False:

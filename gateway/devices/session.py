@@ -4,6 +4,11 @@ Whatever the transport, a connection goes through `serve_device`. Bad frames are
 an `Error` message and a log line naming the peer and the reason; the session keeps going. A
 peer that sends nothing but garbage is disconnected after `MAX_CONSECUTIVE_ERRORS`.
 
+A failure of the gateway itself while serving a session (a database error, a bug) ends that
+session alone: it is logged with its traceback, the device is sent an Error (`storage-failed` when
+the database failed, else `internal-error`) and the connection is closed; the link and every other
+device go on (the links run their sessions in their own TaskGroup, which one failure would end).
+
 In cluster mode a WebSocket or CoAP session takes its device's lease once the Hello is
 authenticated, before the Welcome, and speaks only under it (gateway/devices/session_lease.py).
 """
@@ -41,6 +46,7 @@ from gateway.config import GatewayConfig
 from gateway.devices.audio_codec import CodecConnection, plan_audio
 from gateway.devices.auth import Authenticator, AuthRefused
 from gateway.devices.reading_acks import ReadingAcks
+from gateway.devices.reading_store import StorageFailed
 from gateway.devices.readings import ReadingService
 from gateway.devices.registry import SessionRegistry
 from gateway.devices.session_lease import DeviceLeases, LeasedConnection
@@ -125,8 +131,8 @@ async def serve_device(conn: DeviceConnection, services: SessionServices) -> Non
             try:
                 await services.auth.check(hello, peer.name)
             except AuthRefused as exc:
-                log.warning("%s: auth-failed: %s", peer.name, exc)
-                await conn.send(Error(code="auth-failed", text=str(exc)))
+                log.warning("%s: %s: %s", peer.name, exc.code, exc)
+                await conn.send(Error(code=exc.code, text=str(exc)))
                 return
         if services.leases is not None and isinstance(conn, Roaming):  # the box chose this gateway
             leased = await LeasedConnection.take(conn, services.leases, hello.device_id, peer.name)
@@ -173,6 +179,8 @@ async def serve_device(conn: DeviceConnection, services: SessionServices) -> Non
                 await acks.close()
     except LinkClosed as exc:
         log.info("%s: disconnected (%s)", peer.name, exc)
+    except Exception as exc:  # session boundary: this session ends, the link and other devices go on
+        await _failed(conn, peer.name, exc)
     finally:
         if conversation is not None:
             await conversation.close()
@@ -180,6 +188,19 @@ async def serve_device(conn: DeviceConnection, services: SessionServices) -> Non
             await conn.close()
         except Exception:  # the socket may already be gone; nothing else to do
             pass
+
+
+async def _failed(conn: DeviceConnection, name: str, exc: Exception) -> None:
+    """The gateway failed serving this session: logged, and the device told so (if it still hears)."""
+    if isinstance(exc, StorageFailed):
+        code, text = "storage-failed", f"the gateway's database failed ({exc}); say Hello again later"
+    else:
+        code, text = "internal-error", "the gateway failed serving this session (see its log); say Hello again"
+    log.exception("%s: %s: session ended by an unexpected error", name, code)
+    try:
+        await conn.send(Error(code=code, text=text))
+    except Exception as send_exc:  # the link may be gone too: the log line above is what is left
+        log.info("%s: could not send %s: %s", name, code, send_exc)
 
 
 def _turn_events(services: SessionServices, device_id: str, peer: _Peer, listen_state: bool) -> TurnEvents:
