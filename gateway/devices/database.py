@@ -2,7 +2,10 @@
 
 Every access from the asyncio side goes through `Database.run`, which executes on one dedicated
 thread that owns the connection, so there is exactly one writer and the event loop never blocks
-on the disk. The CLI uses `connect()` directly (it is not async).
+on the disk. Long reads that write nothing (the console's readings page: thousands of rows, every
+few seconds) go through `Database.read` instead, on a thread and read-only connection of their
+own, so they never hold up a reading's commit or a device's login on the writer thread. The CLI
+uses `connect()` directly (it is not async).
 
 WAL mode lets the CLI read while the gateway writes; `synchronous=FULL` makes a committed
 transaction durable on disk before `run` returns, so an acknowledged reading survives a crash or
@@ -107,11 +110,26 @@ class Database:
         self._committing = False  # a grouped transaction is on the database thread
         self.group_commits = 0  # grouped transactions committed (the calls they held: grouped_calls)
         self.grouped_calls = 0
+        self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-read")
+        self._read_conn: sqlite3.Connection | None = None  # opened on the reader thread at its first read
 
     async def run(self, fn: Callable[..., T], *args: object) -> T:
         """Run `fn(conn, *args)` on the database thread."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, fn, self._conn, *args)
+
+    async def read(self, fn: Callable[..., T], *args: object) -> T:
+        """Run `fn(conn, *args)` on the reader thread with a read-only connection (WAL: it sees the
+        last commit, and neither waits for the writer nor holds it up). `fn` must not write."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._reader, self._on_reader, fn, args)
+
+    def _on_reader(self, fn: Callable[..., T], args: tuple[object, ...]) -> T:
+        if self._read_conn is None:
+            self._read_conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=10,
+                                              isolation_level=None, check_same_thread=False)
+            self._read_conn.execute("PRAGMA busy_timeout=10000")
+        return fn(self._read_conn, *args)
 
     async def run_grouped(self, fn: Callable[..., T], *args: object, one_write: bool = False) -> T:
         """Run `fn(conn, *args)` on the database thread in one transaction with the other grouped
@@ -185,8 +203,15 @@ class Database:
         committed.add_done_callback(settle_soon)  # (not run_in_executor: one loop pass less)
 
     def close(self) -> None:
+        self._reader.submit(self._close_reader).result()
+        self._reader.shutdown(wait=True)
         self._executor.submit(self._conn.close).result()
         self._executor.shutdown(wait=True)
+
+    def _close_reader(self) -> None:
+        if self._read_conn is not None:
+            self._read_conn.close()
+            self._read_conn = None
 
 
 def _settle_future(done: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:

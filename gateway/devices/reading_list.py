@@ -26,7 +26,7 @@ class SqliteReadingList:
         self._db = db
 
     async def recent(self, kind: str | None, limit: int, since: float, device_id: str | None = None) -> list[StoredRow]:
-        return await self._db.run(list_readings, device_id, kind, limit, since)
+        return await self._db.read(list_readings, device_id, kind, limit, since)  # off the writer thread
 
     async def kinds(self) -> list[tuple[str, str]]:
-        return await self._db.run(reading_kinds)
+        return await self._db.read(reading_kinds)
