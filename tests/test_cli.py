@@ -123,3 +123,61 @@ def test_doctor_fails_on_a_broken_sentiment_file_and_passes_the_shipped_files(tm
     cfg = load_config(_doctor_config(tmp_path, expression={"sentiment": str(broken)}))
     failed = [c.what for c in checks_without_engines(cfg) if c.status == "FAIL"]  # the console's health page
     assert any(what.startswith(f"expression.sentiment: {broken} is not valid YAML") for what in failed), failed
+
+
+def test_simulate_without_url_connects_to_the_port_and_path_of_the_config(tmp_path):
+    import threading
+
+    from websockets.sync.server import serve
+
+    from gateway.cli.virtual_box import write_wav
+
+    paths: list[str] = []
+
+    def handler(ws):  # a real WebSocket peer: note where the box came, then hang up
+        paths.append(ws.request.path)
+        ws.close()
+
+    with serve(handler, "127.0.0.1", 0) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        port = server.socket.getsockname()[1]
+        config = tmp_path / "gateway.yaml"
+        config.write_text(f"server: {{host: 0.0.0.0, websocket_port: {port}, websocket_path: /box-ws}}\n")
+        wav = tmp_path / "q.wav"
+        write_wav(wav, b"\x00\x00" * 1600, 16000)
+        res = run_cli("--config", str(config), "simulate", "--wav", str(wav), "--timeout", "5")
+        server.shutdown()
+    assert paths == ["/box-ws"], res.stderr
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+
+
+def test_simulates_default_url_follows_the_configs_ports_and_listen_address():
+    from gateway.cli.simulate import default_url
+    from gateway.config import parse_config
+
+    cfg = parse_config({"server": {"websocket_port": 9100, "websocket_path": "/v"}, "mqtt": {"port": 9101,
+                        "topic_prefix": "home"}, "coap": {"port": 9102}, "serial": {"ports": [{"port": "/dev/ttyX"}]}})
+    assert [default_url(cfg, t) for t in ("ws", "mqtt", "coap", "serial")] == [
+        "ws://127.0.0.1:9100/v", "mqtt://127.0.0.1:9101/home", "coap://127.0.0.1:9102/gw", "/dev/ttyX"]
+    one = parse_config({"server": {"host": "192.168.1.20"}, "mqtt": {"host": "broker.lan"}})
+    assert default_url(one, "ws") == "ws://192.168.1.20:8765/ws"
+    assert default_url(one, "mqtt") == "mqtt://broker.lan:1883/gw"  # an external broker
+    assert default_url(parse_config({"server": {"host": "::1"}}), "coap") == "coap://[::1]:5683/gw"
+    assert default_url(parse_config({"server": {"host": "::"}}), "ws") == "ws://127.0.0.1:8765/ws"
+
+
+def test_simulate_against_an_absent_coap_gateway_is_a_clear_error_not_a_traceback(tmp_path):
+    import socket
+
+    from gateway.cli.virtual_box import write_wav
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # free again after the block: nothing answers there
+    wav = tmp_path / "q.wav"
+    write_wav(wav, b"\x00\x00" * 1600, 16000)
+    res = run_cli("simulate", "--wav", str(wav), "--transport", "coap", "--url", f"coap://127.0.0.1:{port}",
+                  "--timeout", "5")
+    assert res.returncode == 2, res.stderr
+    assert f"no Welcome from coap://127.0.0.1:{port}: CoAP request failed" in res.stderr
+    assert "Traceback" not in res.stderr

@@ -13,7 +13,26 @@ from typing import Any
 from gateway.cli.progress import progress
 from gateway.config import GatewayConfig
 
-DEFAULT_URL = "ws://127.0.0.1:8765/ws"
+_ANY_ADDRESS = ("0.0.0.0", "::", "")
+
+
+def _url_host(host: str) -> str:
+    """Where a gateway listening on `host` is reached from this machine (an IPv6 address in brackets)."""
+    host = "127.0.0.1" if host in _ANY_ADDRESS else host
+    return f"[{host}]" if ":" in host else host
+
+
+def default_url(cfg: GatewayConfig, transport: str) -> str:
+    """The gateway of this config, as a device on this machine reaches it over `transport`."""
+    host = _url_host(cfg.server.host)
+    if transport == "ws":
+        return f"ws://{host}:{cfg.server.websocket_port}{cfg.server.websocket_path}"
+    if transport == "mqtt":  # an external broker (mqtt.host), else the embedded one on server.host
+        broker = _url_host(cfg.mqtt.host) if cfg.mqtt.host else host
+        return f"mqtt://{broker}:{cfg.mqtt.port}/{cfg.mqtt.topic_prefix}"
+    if transport == "coap":
+        return f"coap://{host}:{cfg.coap.port}/gw"
+    return cfg.serial.ports[0].port if cfg.serial.ports else ""  # serial: the first configured port
 
 
 def _sim_caps(args: argparse.Namespace) -> int:
@@ -30,7 +49,6 @@ def _sim_caps(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
-    from gateway.links.device_side import DEFAULT_URLS
     from gateway.cli.virtual_box import SimulateError, load_input, simulate, write_wav
 
     def emit(event: dict) -> None:
@@ -48,7 +66,7 @@ def run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
     try:
         audio, rate = load_input(Path(args.wav) if args.wav else None, args.say, synthesize)
         result = asyncio.run(
-            simulate(args.url or DEFAULT_URLS[args.transport], audio, rate, device_id=args.device_id,
+            simulate(args.url or default_url(cfg, args.transport), audio, rate, device_id=args.device_id,
                      transport=args.transport, token=args.token, out_rate=args.rate, speed=args.speed,
                      push_to_talk=args.ptt, timeout=args.timeout, emit=emit, capabilities=_sim_caps(args))
         )
@@ -70,9 +88,10 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     src = sim.add_mutually_exclusive_group(required=True)
     src.add_argument("--wav", metavar="FILE", help="16-bit PCM WAV to send (any rate, mono or stereo)")
     src.add_argument("--say", metavar="TEXT", help="speak TEXT with the local TTS and send that")
-    sim.add_argument("--url", default=None, help=f"where the gateway is: ws://... (default {DEFAULT_URL}), "
-                     "mqtt://host:port (default mqtt://127.0.0.1:1883), coap://host:port (default coap://127.0.0.1:5683), "
-                     "or a serial port path for --transport serial")
+    sim.add_argument("--url", default=None, help="where the gateway is: ws://host:port/path, mqtt://host:port[/topic "
+                     "prefix], coap://host:port, or a serial port path for --transport serial (default: the "
+                     "config's: server.websocket_port and websocket_path, mqtt.port, coap.port or the first "
+                     "serial port, on 127.0.0.1, or on server.host when it is one address)")
     sim.add_argument("--transport", choices=("ws", "mqtt", "coap", "serial"), default="ws",
                      help="how to reach the gateway, like a device would (default ws)")
     sim.add_argument("--token", default="", help="the device token from `gateway devices add` (when enrolment is closed)")

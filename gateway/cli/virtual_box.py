@@ -113,8 +113,13 @@ async def simulate(
     async with ws:
         hello = Hello(device_id=device_id, token=token, capabilities=capabilities, audio_in=AudioFormat(sample_rate=rate),
                       audio_out=AudioFormat(sample_rate=out_rate))
-        await ws.send(encode(hello))
-        welcome = decode(await asyncio.wait_for(ws.recv(), 15))
+        try:  # CoAP has no connection: an absent gateway shows on the first request
+            await ws.send(encode(hello))
+            welcome = decode(await asyncio.wait_for(ws.recv(), 15))
+        except asyncio.TimeoutError:
+            raise SimulateError(f"{url} sent no Welcome within 15 s of the Hello") from None
+        except Exception as exc:  # each transport raises its own kinds (LinkClosed, a closed WebSocket)
+            raise SimulateError(f"no Welcome from {url}: {exc}. Is `gateway run` running there?") from None
         if not isinstance(welcome, Welcome):
             raise SimulateError(f"expected welcome, got {welcome}")
         result.out_rate = welcome.audio_out.sample_rate
