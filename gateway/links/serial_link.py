@@ -6,7 +6,10 @@ timeout counts from there), and when the port goes away (USB cable pulled, devic
 session ends, reopens it with back-off until the device comes back. Reads and writes use the port's file descriptor with the event
 loop's reader/writer callbacks: no threads, no polling. A partial frame left by a pulled cable
 is dropped with the old connection; line noise costs at most the frame it hits (the framing
-resynchronises at the next 0x00 delimiter).
+resynchronises at the next 0x00 delimiter). A device that sends faster than its session handles
+(readings without waiting for their acks, a stalled database) is not read further once
+`INBOX_FRAMES` frames wait: its bytes stay in the port (the kernel's buffer, then the device's
+write blocks) until the session catches up, so memory stays bounded and nothing is dropped.
 
 A port's frames belong to the device whose Hello opened the session on it (its token checked as on
 every link). Before a Hello the session refuses everything but Ping (`hello-required`). A later
@@ -34,6 +37,7 @@ log = logging.getLogger(__name__)
 
 REOPEN_FIRST_S = 0.1
 REOPEN_MAX_S = 5.0
+INBOX_FRAMES = 256  # frames read ahead of the session at most; then the port is not read until it catches up
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,7 @@ class SerialConnection:
         self._deframer = StreamDeframer(max_frame_bytes)
         self._inbox: deque[Message | ProtocolError] = deque()
         self._readable = asyncio.Event()
+        self._paused = False  # not reading the port while the inbox is full
         self._write_lock = asyncio.Lock()
         self._closed: str | None = None
         self._check_credentials = check_credentials
@@ -65,6 +70,11 @@ class SerialConnection:
     @property
     def closed_reason(self) -> str | None:
         return self._closed
+
+    @property
+    def queued(self) -> int:
+        """Frames read from the port that the session has not taken yet."""
+        return len(self._inbox)
 
     @property
     def lost(self) -> bool:
@@ -85,6 +95,9 @@ class SerialConnection:
         self._inbox.extend(self._deframer.feed(data))
         if self._inbox:
             self._readable.set()
+        if len(self._inbox) >= INBOX_FRAMES and self._closed is None:  # the session is behind:
+            self._loop.remove_reader(self._fd)  # leave the bytes in the port (back-pressure, nothing lost)
+            self._paused = True
 
     def _lost(self, why: str) -> None:
         if self._closed is None:
@@ -108,7 +121,11 @@ class SerialConnection:
                 raise LinkClosed(self._closed)
             self._readable.clear()
             await self._readable.wait()
-        return self._inbox.popleft()
+        item = self._inbox.popleft()
+        if self._paused and len(self._inbox) <= INBOX_FRAMES // 2 and self._closed is None:
+            self._paused = False
+            self._loop.add_reader(self._fd, self._on_readable)
+        return item
 
     async def receive(self) -> Message | ProtocolError:
         while True:

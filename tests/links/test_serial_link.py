@@ -34,7 +34,7 @@ from firmware_protocol import (
 from gateway.app import Gateway
 from gateway.config import parse_config
 from gateway.devices.auth import add_device
-from gateway.links.serial_link import SerialLink, SerialPort
+from gateway.links.serial_link import INBOX_FRAMES, SerialConnection, SerialLink, SerialPort
 
 pytestmark = [
     pytest.mark.asyncio(loop_scope="session"),
@@ -337,3 +337,33 @@ async def test_once_a_device_has_spoken_it_still_has_the_hello_timeout_to_say_he
         await dev.hello("uart-late")  # the port is served again
     finally:
         dev.close()
+
+
+async def test_a_device_that_floods_the_port_is_not_read_ahead_unbounded_and_loses_nothing(cable):
+    """2,000 readings in one write, none waiting for its ack: the gateway stops reading the port once
+    INBOX_FRAMES frames wait (the rest stays in the pty, the device's write blocks), then reads on as
+    the session takes them; every frame arrives, in order."""
+    conn = SerialConnection(serial.Serial(str(cable.gateway_end), 921600), "flood", 65536)
+    dev = Device(cable.device_end)
+    frames = b"".join(encode_stream_frame(SensorReading(seq, "humidity", 0, (("percent", "%", 45.0),)))
+                      for seq in range(1, 2001))
+    writing = asyncio.create_task(dev.write(frames))
+    try:
+        async with asyncio.timeout(30):  # a hang bound
+            while conn.queued < INBOX_FRAMES:
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.5)  # time to read more, had the port stayed read
+        assert conn.queued < INBOX_FRAMES + 4096 // 20  # at most one more os.read of small frames
+        assert not writing.done()  # the rest waits in the port
+        seqs = []
+        async with asyncio.timeout(60):
+            while len(seqs) < 2000:
+                msg = await conn.receive()
+                assert isinstance(msg, SensorReading), msg
+                seqs.append(msg.seq)
+            await writing
+        assert seqs == list(range(1, 2001))
+    finally:
+        writing.cancel()
+        dev.close()
+        await conn.shutdown("test over")
