@@ -98,7 +98,7 @@ def _doctor_config(tmp_path: Path, **sections: dict) -> Path:
            "mqtt": {"enabled": False}, "coap": {"enabled": False},
            "models": {"dir": str(tmp_path / "models"), "manifest": str(ROOT / "models" / "manifest.yaml")}}
     for name, section in {**shipped, **sections}.items():
-        cfg[name] = {**shipped.get(name, {}), **section}
+        cfg[name] = {**cfg.get(name, {}), **shipped.get(name, {}), **section}
     path = tmp_path / "gateway.yaml"
     path.write_text(json.dumps(cfg), encoding="utf-8")  # JSON is YAML
     return path
@@ -181,3 +181,17 @@ def test_simulate_against_an_absent_coap_gateway_is_a_clear_error_not_a_tracebac
     assert res.returncode == 2, res.stderr
     assert f"no Welcome from coap://127.0.0.1:{port}: CoAP request failed" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_run_refuses_a_port_flag_that_meets_another_listener_before_loading_models(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = _doctor_config(tmp_path, screens={"port": port}, models={"dir": str(ROOT / "models")})
+    res = run_cli("--config", str(config), "run", "--port", str(port))
+    assert res.returncode == 2, res.stderr
+    assert f"error: server.websocket_port and screens.port are both TCP port {port} on 127.0.0.1: give each its " \
+           "own port" in res.stderr
+    assert "loading models" not in res.stderr

@@ -293,3 +293,42 @@ def test_config_objects_are_immutable() -> None:
     with pytest.raises(ValidationError, match="frozen"):
         cfg.vad = cfg.vad  # type: ignore[misc]
     assert cfg.vad.threshold == 0.5
+
+
+# ---- two listeners on one port -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("data", "clash"), [
+    ({"screens": {"port": 8765}}, "server.websocket_port and screens.port are both TCP port 8765 on 0.0.0.0"),
+    ({"screens": {"port": 9000, "host": "127.0.0.1"}, "server": {"websocket_port": 9000}},
+     "server.websocket_port and screens.port are both TCP port 9000 on 0.0.0.0 and 127.0.0.1"),
+    ({"mqtt": {"port": 8767}}, "screens.port and mqtt.port are both TCP port 8767 on 0.0.0.0"),
+    ({"xiaozhi": {"mqtt_udp": True, "udp_port": 5683}}, "coap.port and xiaozhi.udp_port are both UDP port 5683 on 0.0.0.0"),
+    ({"mcp": {"http": True, "token": "t" * 16, "port": 9001, "host": "0.0.0.0"}, "screens": {"port": 9001}},
+     "screens.port and mcp.port are both TCP port 9001 on 0.0.0.0"),
+])
+def test_two_listeners_on_one_port_are_refused_naming_both_keys(data: dict, clash: str) -> None:
+    msg = config_error(data)
+    assert f"\n  {clash}: give each its own port" in msg
+
+
+@pytest.mark.parametrize("data", [
+    {"coap": {"port": 8765}},  # UDP beside TCP
+    {"screens": {"port": 8765, "host": "127.0.0.1"}, "server": {"host": "10.0.0.2"}},  # two addresses
+    {"screens": {"port": 8765, "enabled": False}},
+    {"mqtt": {"port": 8767, "host": "broker.lan"}},  # an external broker: no listener here
+    {"server": {"websocket_port": 0}, "screens": {"port": 0}},  # any free port
+    {"xiaozhi": {"mqtt_udp": True}, "mcp": {"http": True, "token": "t" * 16}},  # 8766 on UDP and TCP
+])
+def test_listeners_that_can_share_a_port_number_are_accepted(data: dict) -> None:
+    parse_config(data)
+
+
+def test_the_ports_checked_are_the_ones_gateway_run_opens() -> None:
+    from gateway.cli.preflight import run_listeners
+    from gateway.config.ports import listen_ports
+
+    cfg = parse_config({"xiaozhi": {"mqtt_udp": True}, "mcp": {"http": True, "token": "t" * 16}})
+    assert {p.key for p in listen_ports(cfg)} == {p.key for p in run_listeners(cfg)} == {
+        "server.websocket_port", "screens.port", "mqtt.port", "coap.port", "xiaozhi.mqtt_port", "xiaozhi.udp_port",
+        "mcp.port"}

@@ -39,10 +39,11 @@ def _with_overrides(args: argparse.Namespace, cfg: GatewayConfig) -> GatewayConf
 def _preflight(cfg: GatewayConfig) -> int:
     """Ports and files, before the models load: 0, or the exit code after one line per problem."""
     from gateway.cli.preflight import file_problems, port_problems, serial_notes
+    from gateway.config.ports import listen_ports, port_clashes
 
     for note in serial_notes(cfg):
         log.warning("%s", note)
-    files = file_problems(cfg)
+    files = [*port_clashes(listen_ports(cfg)), *file_problems(cfg)]  # --port / --host can make two meet
     ports = [p.text for p in port_problems(cfg)]
     for line in (*files, *ports):
         print(f"error: {line}", file=sys.stderr)

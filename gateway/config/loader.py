@@ -52,7 +52,8 @@ def _describe(err: dict[str, Any]) -> str:
     if err["type"] == "extra_forbidden":
         return f"{key}: unknown key (check the spelling; see the comments in gateway.yaml)"
     if err["type"] == "value_error":  # a cross-field check; its message names the keys and values
-        return f"{key}: {msg.removeprefix('Value error, ')}"
+        msg = msg.removeprefix("Value error, ")
+        return f"{key}: {msg}" if err["loc"] else msg  # across sections: the message names the keys
     value = err.get("input")
     return f"{key} = {value!r}: {msg}"
 

@@ -19,6 +19,7 @@ from gateway.config.engines import AsrConfig, EnginesConfig, TtsConfig, VadConfi
 from gateway.config.brain import BrainConfig
 from gateway.config.listen import ListenConfig
 from gateway.config.memory import McpConfig, MemoryConfig
+from gateway.config.ports import listen_ports, port_clashes
 from gateway.config.storage import DevicesConfig, StorageConfig
 
 class ServerConfig(_Section):
@@ -177,6 +178,12 @@ class GatewayConfig(_Section):
                 raise ValueError("cluster.enabled does not support xiaozhi.mqtt_udp yet: every member would answer "
                                  "a box's MQTT hello; set xiaozhi.mqtt_udp: false (the boxes keep the WebSocket, "
                                  "which holds its lease in cluster mode)")
+        return self
+
+    @model_validator(mode="after")
+    def _one_listener_per_port(self) -> "GatewayConfig":
+        if clashes := port_clashes(listen_ports(self)):
+            raise ValueError("; ".join(clashes))
         return self
 
     def path(self, p: Path) -> Path:
