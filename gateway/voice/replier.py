@@ -5,7 +5,9 @@ speaks the sentences (the Speaker; each one's `SentenceStarted` comes from its `
 publishes the turn's events (gateway/voice/events.py): `Transcribed`, `ReplyEnded` (or `TurnFailed`) and `TurnFinished`
 with its metrics. `interrupt` cancels the running turn within one chunk and publishes `BargedIn`,
 the `ReplyEnded` of what was played and the turn's metrics. The brain session hears what was
-played (`spoken`) after the reply ended or was interrupted.
+played (`spoken`) after the reply ended or was interrupted. An announcement (an alert) publishes
+its `ReplyEnded`, or, when it cannot be said (its TTS failed, the gateway was busy, the link
+closed), a log line with its traceback and `TurnFailed`, like a failed reply.
 
 A decode that raises `NoTurn` (the transcript was a stop word, gateway/voice/stop_check.py) makes
 no turn: nothing of it is published (no `Transcribed`, so the device gets no empty Transcript; no
@@ -118,8 +120,21 @@ class Replier:
             for sentence in sentences_of(text):
                 yield sentence
 
-        await self._speaker.speak(sentences(), play)
-        await self._events.publish(ReplyEnded(self._device_id, play.shown(), play.said()))
+        try:
+            await self._speaker.speak(sentences(), play)
+            await self._events.publish(ReplyEnded(self._device_id, play.shown(), play.said()))
+        except Exception as exc:  # stage boundary: an alert that cannot be said is logged and reported
+            await self._failed(exc, f"announcement {text!r}")
+
+    async def _failed(self, exc: Exception, what: str) -> None:
+        """A reply or an announcement failed: logged once with its traceback and published as
+        `TurnFailed` (an Error to the device); the session goes on."""
+        code, text = (exc.code, exc.text) if isinstance(exc, GatewayError) else ("internal-error", f"the {what} failed: {exc}")
+        log.error("%s (%s): %s: the %s failed", self._peer, self._device_id, code, what, exc_info=exc)
+        try:
+            await self._events.publish(TurnFailed(self._device_id, code, text))
+        except Exception as unsent:  # the device's link may be what failed: the line above stays
+            log.warning("%s (%s): %s not reported to the device: %s", self._peer, self._device_id, code, unsent)
 
     async def _run_turn(self, turn: Turn) -> None:
         m, play, reply = turn.metrics, turn.play, turn.reply
@@ -149,12 +164,8 @@ class Replier:
             m.reply = play.said()
             self._brain.spoken(m.reply)  # the brain's history keeps only what was played
             raise
-        except GatewayError as exc:
-            log.exception("%s (%s): %s", self._peer, self._device_id, exc.code)
-            await self._events.publish(TurnFailed(self._device_id, exc.code, exc.text))
         except Exception as exc:  # stage boundary: report, keep the session alive
-            log.exception("%s (%s): turn failed", self._peer, self._device_id)
-            await self._events.publish(TurnFailed(self._device_id, "internal-error", f"the reply failed: {exc}"))
+            await self._failed(exc, "reply")
         finally:
             if reply is not None:
                 await reply.close()  # after a barge-in: the brain's request must not run on
