@@ -332,3 +332,67 @@ def test_the_ports_checked_are_the_ones_gateway_run_opens() -> None:
     assert {p.key for p in listen_ports(cfg)} == {p.key for p in run_listeners(cfg)} == {
         "server.websocket_port", "screens.port", "mqtt.port", "coap.port", "xiaozhi.mqtt_port", "xiaozhi.udp_port",
         "mcp.port"}
+
+
+# ---- pydantic's words translated; YAML errors and duplicate keys ---------------------------------------
+
+
+@pytest.mark.parametrize(("data", "line"), [
+    ({"vad": [1, 2]}, "vad = [1, 2]: should be a section of keys (key: value lines, indented below it), not a list"),
+    ({"tts": "piper"}, "tts = 'piper': should be a section of keys (key: value lines, indented below it), not text"),
+    ({"listen": {"devices": ["box1"]}}, "listen.devices = ['box1']: should be a section of keys"),
+    ({"brain": {"providers": [{"name": "x"}]}}, "brain.providers.0.base_url: missing (this key is required here)"),
+    ({"serial": {"ports": [{"baud": 9600}]}}, "serial.ports.0.port: missing (this key is required here)"),
+    ({"memory": {"search_weights": [1, 2]}}, "memory.search_weights = [1, 2]: give 3 values"),
+    ({"memory": {"search_weights": [1, 2, 3, 4]}}, "memory.search_weights = [1, 2, 3, 4]: give 3 values"),
+    ({"listen": {"stop_words": "stop"}}, "listen.stop_words = 'stop': should be a list ([a, b]; one value: [stop]), not text"),
+    ({"serial": {"ports": "/dev/ttyUSB0"}}, "serial.ports = '/dev/ttyUSB0': should be a list ([a, b]; one value: "),
+    ({"expression": {"servo_map": 5}}, "expression.servo_map = 5: should be a file path (text), not a number"),
+    ({"memory": {"users": {1234: "anna"}}}, "memory.users: the key 1234: should be text, and YAML reads 1234 as a "
+                                            "number: quote it ('1234')"),
+    ({"serial": {"ports": [{"port": 7}]}}, "serial.ports.0.port = 7: should be text, and YAML reads 7 as a number: "
+                                           "quote it ('7')"),
+    ({"listen": {"wake_words": [True]}}, "listen.wake_words.0 = True: should be text, and YAML reads yes / no / on / "
+                                         "off / true / false as true/false: quote it"),
+    ({"coap": {"port": "abc"}}, "coap.port = 'abc': should be a whole number, not text"),
+    ({"vad": {"trailing_silence": 500}}, "vad.trailing_silence: unknown key (did you mean trailing_silence_ms? "
+                                         "See the comments in gateway.yaml)"),
+    ({"sreens": {}}, "sreens: unknown key (did you mean screens? See"),
+    ({"brain": {"providers": [{"name": "x", "base_url": "http://h", "model": "m", "max_token": 9}]}},
+     "brain.providers.0.max_token: unknown key (did you mean max_tokens?"),
+    ({"voice": {}}, "voice: unknown key (check the spelling; see the comments in gateway.yaml)"),
+])
+def test_config_errors_are_in_plain_words_without_pydantic_internals(data: dict, line: str) -> None:
+    msg = config_error(data)
+    assert f"\n  {line}" in msg
+    for internal in ("Input should be a valid", "instance of", "pathlib", "Field required", "[key]", "Tuple should"):
+        assert internal not in msg
+
+
+def test_a_key_given_twice_is_refused_naming_the_key_and_both_lines(tmp_path: Path) -> None:
+    path = tmp_path / "gw.yaml"
+    path.write_text("vad:\n  threshold: 0.5\nserver:\n  websocket_port: 9000\nvad:\n  threshold: 0.6\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value) == (f"config error in {path}: the key 'vad' is given twice (lines 1 and 5): the second "
+                               "would replace the first; keep one")
+    path.write_text("vad:\n  threshold: 0.5\n  threshold: 0.6\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"the key 'threshold' is given twice \(lines 2 and 3\)"):
+        load_config(path)
+
+
+def test_a_yaml_merge_key_may_still_override_what_it_merges(tmp_path: Path) -> None:
+    path = tmp_path / "gw.yaml"
+    path.write_text("server: &s {host: 127.0.0.1}\nscreens:\n  <<: *s\n  host: 127.0.0.2\n", encoding="utf-8")
+    cfg = load_config(path)
+    assert (cfg.server.host, cfg.screens.host) == ("127.0.0.1", "127.0.0.2")
+
+
+def test_a_yaml_syntax_error_names_the_config_file_and_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "gw.yaml"
+    path.write_text("server:\n  host: 127.0.0.1\nmcp: {token: ${GW_TOKEN}}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    msg = str(info.value)
+    assert f'in "{path}", line 3' in msg and "<unicode string>" not in msg
+    assert msg.endswith('(a ${NAME} inside { ... } must be quoted: {token: "${NAME}"})')

@@ -7,10 +7,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
+from gateway.config.messages import describe
 from gateway.config.sections import GatewayConfig
+from gateway.config.yaml_file import parse_yaml
 from gateway.errors import ConfigError
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -38,26 +39,6 @@ def _expand_env(value: Any, where: str) -> Any:
     return value
 
 
-# keys an earlier release had, and what replaced them
-RENAMED = {
-    "asr.float_decoder": "asr.moonshine_decoder (int8 | float | packaged; float_decoder: true was float)",
-}
-
-
-def _describe(err: dict[str, Any]) -> str:
-    key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-    msg = err["msg"]
-    if err["type"] == "extra_forbidden" and key in RENAMED:
-        return f"{key}: renamed to {RENAMED[key]}"
-    if err["type"] == "extra_forbidden":
-        return f"{key}: unknown key (check the spelling; see the comments in gateway.yaml)"
-    if err["type"] == "value_error":  # a cross-field check; its message names the keys and values
-        msg = msg.removeprefix("Value error, ")
-        return f"{key}: {msg}" if err["loc"] else msg  # across sections: the message names the keys
-    value = err.get("input")
-    return f"{key} = {value!r}: {msg}"
-
-
 def parse_config(
     data: dict[str, Any] | None, base_dir: Path = Path("."), *, source: str | None = None
 ) -> GatewayConfig:
@@ -80,7 +61,7 @@ def parse_config(
     try:
         return GatewayConfig.model_validate({**data, "base_dir": base_dir})
     except ValidationError as exc:
-        lines = [_describe(e) for e in exc.errors()]
+        lines = list(dict.fromkeys(describe(e, GatewayConfig) for e in exc.errors()))
         raise ConfigError(f"{where}:\n  " + "\n  ".join(lines)) from None
 
 
@@ -92,8 +73,5 @@ def load_config(path: Path | None) -> GatewayConfig:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"config error: cannot read {path}: {exc.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"config error: {path} is not valid YAML: {exc}") from None
+    data = parse_yaml(text, str(path))
     return parse_config(data, path.resolve().parent, source=str(path))
