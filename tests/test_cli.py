@@ -195,3 +195,28 @@ def test_run_refuses_a_port_flag_that_meets_another_listener_before_loading_mode
     assert f"error: server.websocket_port and screens.port are both TCP port {port} on 127.0.0.1: give each its " \
            "own port" in res.stderr
     assert "loading models" not in res.stderr
+
+
+def _commands() -> dict:
+    import argparse
+
+    from gateway.cli.main import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices
+
+
+@pytest.mark.parametrize("command", sorted(_commands()))
+def test_every_commands_help_describes_what_it_does(command):
+    parser = _commands()[command]
+    assert parser.description and len(parser.description) > 40, f"`gateway {command} --help` has no description"
+
+
+def test_help_shows_the_defaults_and_doctors_exit_codes():
+    res = run_cli("doctor", "--help")
+    assert "Exit code 0 when nothing FAILs" in " ".join(res.stdout.split())
+    memory = " ".join(run_cli("memory", "--help").stdout.split())
+    assert "-n N how many results (default: 10)" in memory
+    assert "{search,add,recent,export,import,reflect}" in memory
+    top = " ".join(run_cli("--help").stdout.split())
+    assert "Moonshine on onnxruntime" in top and "sherpa-onnx" not in top

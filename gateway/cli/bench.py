@@ -34,7 +34,10 @@ def run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
-    bench = sub.add_parser("bench", parents=[common], help="measure latency and real-time factors (prints medians and p95)")
+    bench = sub.add_parser("bench", parents=[common], help="measure latency and real-time factors (prints medians and p95)",
+                           description="The voice loop on this machine's real models: end of speech -> first reply "
+                           "audio and the engines' real-time factors over --utterances questions (medians, p95). "
+                           "--llm, --rss or --xiaozhi measure that instead. Methods: docs/BENCHMARKS.md.")
     bench.add_argument("--utterances", type=int, default=20, help="how many utterances (default 20)")
     bench.add_argument("--json", action="store_true", help="print the figures as JSON")
     bench.add_argument("--llm", action="store_true", help="answer with an LLM brain (a scripted OpenAI-compatible "

@@ -236,7 +236,10 @@ def run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("bench-capacity", parents=[common],
-                       help="how many voice boxes in conversation at once: p50/p95 first reply audio, WER, CPU, RSS per N")
+                       help="how many voice boxes in conversation at once: p50/p95 first reply audio, WER, CPU, RSS per N",
+                       description="A gateway with the real models and N virtual voice boxes in conversation at "
+                       "once, for each N of --sizes: p50/p95 end of input -> first reply audio, WER, CPU (per turn, "
+                       "per thread) and RSS, and the most boxes this machine serves within the latency goal.")
     p.add_argument("--sizes", type=int, nargs="+", metavar="N", help="numbers of boxes (default 1 2 4 8 16)")
     p.add_argument("--large", action="store_true", help="also 24 and 32 boxes")
     p.add_argument("--turns", type=int, default=12, help="at least this many questions per N (default 12)")

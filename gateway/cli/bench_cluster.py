@@ -184,7 +184,10 @@ def run(args: argparse.Namespace, cfg: Any = None) -> int:
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     bc = sub.add_parser("bench-cluster", parents=[common], help="MQTT devices shared by 1..3 gateways on this "
-                        "machine: readings/s into PostgreSQL, failover p50/p95 after SIGKILL / SIGSTOP")
+                        "machine: readings/s into PostgreSQL, failover p50/p95 after SIGKILL / SIGSTOP",
+                        description="Starts 1..3 gateway processes in cluster mode (a loopback mosquitto, the "
+                        "PostgreSQL of $GATEWAY_PG_DSN) and emulated MQTT sensor boxes: readings per second, reading "
+                        "-> ack latency, failover time after a member is killed or stopped. --voice: voice boxes instead.")
     bc.add_argument("--devices", type=int, default=30, help="emulated MQTT sensor boxes (default 30)")
     bc.add_argument("--gateways", type=int, nargs="+", default=[1, 2, 3], help="gateway counts (default 1 2 3)")
     bc.add_argument("--every-s", type=float, default=0.05, help="pause between a box's ack and its next reading "

@@ -201,7 +201,10 @@ def run(args: argparse.Namespace, cfg: Any = None) -> int:
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     bl = sub.add_parser("bench-limits", parents=[common], help="a device's ping round trip while the WebSocket link "
-                        "is flooded (parallel Hellos, 1,000 connections), RSS, wrong-token guesses per second")
+                        "is flooded (parallel Hellos, 1,000 connections), RSS, wrong-token guesses per second",
+                        description="Starts a gateway in another process and floods its WebSocket link from "
+                        "outside (parallel Hellos, 1,000 connections, exhausted file descriptors, wrong tokens): "
+                        "a steady device's ping p50/p95 meanwhile, the gateway's RSS, guesses per second checked.")
     bl.add_argument("--phases", nargs="+", choices=("hellos", "connections", "fds", "guesses"),
                     default=["hellos", "connections", "fds", "guesses"], help="what to measure (default: all)")
     bl.add_argument("--hellos", type=int, default=100, help="parallel Hellos (default 100)")

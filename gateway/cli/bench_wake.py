@@ -222,7 +222,10 @@ def run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     b = sub.add_parser("bench-wake", parents=[common], help="wake word false rejects / false accepts per hour / "
                        "CPU, and echo-proof barge-in: self-interruptions and barge-in latency (exit 1 when an "
-                       "echo target is missed)")
+                       "echo target is missed)",
+                       description="Wake word: false rejects over generated wake-word utterances, false accepts "
+                       "per hour over other speech and noise, CPU per device-second. Echo: boxes that hear their own "
+                       "replies: self-interruptions and barge-in latency. Exit code 1 when an echo target is missed.")
     b.add_argument("--replies", type=int, default=100, help="echoed replies (and barge-ins) to play (default 100)")
     b.add_argument("--boxes", type=int, default=10, help="echo boxes at once (default 10)")
     b.add_argument("--voices", type=int, default=None, help="wake-word utterances of the first N of the 10 voices "

@@ -15,7 +15,9 @@ from gateway.console.password import PasswordError, PasswordFile
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("console", help="the web console: set its admin password, show its address")
+    p = sub.add_parser("console", help="the web console: set its admin password, show its address",
+                       description="The web console on the screens' port: set its admin password (`console "
+                       "password`, stored hashed) or print its address (`console url`).")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     pw = actions.add_parser("password", parents=[common], help="set the console's admin password (asks twice)")
     pw.add_argument("--stdin", action="store_true", help="read the password from one line of stdin (scripts)")

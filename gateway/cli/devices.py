@@ -31,7 +31,10 @@ The device sends both in its Hello (device_id, token).{enrolment}"""
 
 
 def add_devices_parsers(subparsers: Any, common: argparse.ArgumentParser) -> None:
-    dev = subparsers.add_parser("devices", parents=[common], help="register devices and their tokens (add, list, show, remove, pending, activate)")
+    dev = subparsers.add_parser("devices", parents=[common], help="register devices and their tokens (add, list, show, remove, pending, activate)",
+                                description="The device registry: register a device and print its token and "
+                                "firmware settings (add), list, show or remove devices, and approve a xiaozhi box "
+                                "by the code it shows (pending, activate). Without an action: list.")
     actions = dev.add_subparsers(dest="devices_action", metavar="ACTION")
     add = actions.add_parser("add", parents=[common], help="register a device (or give it a new token) and print its credentials")
     add.add_argument("device_id", help="the id the device sends in Hello: 1..64 of [A-Za-z0-9._:-]")
@@ -46,7 +49,9 @@ def add_devices_parsers(subparsers: Any, common: argparse.ArgumentParser) -> Non
     act.add_argument("code", help="the 6-digit code the box shows and speaks")
     dev.set_defaults(devices_action="list", func=run_devices)
 
-    rd = subparsers.add_parser("readings", parents=[common], help="list stored sensor readings, newest first")
+    rd = subparsers.add_parser("readings", parents=[common], help="list stored sensor readings, newest first",
+                               description="The sensor readings devices sent, newest first (from SQLite, or the "
+                               "shared PostgreSQL with storage: postgres). `readings prune` deletes old ones.")
     rd.add_argument("--device", help="only this device id")
     rd.add_argument("--kind", help="only this kind, e.g. blood_pressure")
     rd.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")

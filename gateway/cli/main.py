@@ -1,4 +1,5 @@
-"""Command line: `gateway run | simulate | doctor | bench | bench-links | models | devices | readings | memory | mcp`.
+"""Command line: `gateway run | simulate | doctor | service | models | devices | readings | memory | mcp | storage |
+screens | console | bench*`.
 
 Each command lives in its own module of this package and registers its parser (`add_parser`); this
 module assembles them, loads the configuration once and hands it to the command.
@@ -28,13 +29,37 @@ def _config_path(arg: str | None) -> Path | None:
     return local if local.exists() else None
 
 
+class _HelpWithDefaults(argparse.HelpFormatter):
+    """Each option's help ends with its default, unless the help names it already or there is none to show."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (not action.option_strings or "default" in text or default in (None, False, "", [], ())
+                or default is argparse.SUPPRESS):
+            return text
+        shown = " ".join(map(str, default)) if isinstance(default, (list, tuple)) else str(default)
+        return f"{text} (default: {shown.replace('%', '%%')})"
+
+
+def _show_defaults(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = _HelpWithDefaults
+    for action in parser._actions:  # argparse keeps its subcommands' parsers only here
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _show_defaults(child)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gateway",
         description="Offline edge gateway for ESP32 voice boxes, robots and sensors. "
-        "Devices stream microphone audio; the gateway detects speech (Silero VAD), transcribes it "
-        "(sherpa-onnx), decides a reply (local rules) and streams speech back (piper).",
-        epilog="Config: --config FILE, else $GATEWAY_CONFIG, else ./gateway.yaml, else built-in defaults.",
+        "Devices stream microphone audio; the gateway hears where a sentence ends (Silero VAD), "
+        "transcribes it (Moonshine on onnxruntime by default), answers from local rules and its long-term "
+        "memory (or an optional OpenAI-compatible LLM) and streams speech back (piper). Sensors' readings "
+        "are stored and remembered.",
+        epilog="Config: --config FILE, else $GATEWAY_CONFIG, else ./gateway.yaml, else built-in defaults. "
+        "Every command has --help.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--config", metavar="FILE", help="gateway.yaml to use")
@@ -62,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     screens.add_parser(sub, common)
     console.add_parser(sub, common)
     models_parser.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS, help="gateway.yaml to use")
+    _show_defaults(parser)
     return parser
 
 

@@ -1,4 +1,4 @@
-"""`gateway memory search|add|recent|export|import` and `gateway mcp` (MCP over stdio)."""
+"""`gateway memory search|add|recent|export|import|reflect`, `gateway mcp` (MCP over stdio) and `gateway bench-memory`."""
 
 from __future__ import annotations
 
@@ -93,7 +93,9 @@ def _cmd_bench_memory(args: argparse.Namespace, cfg: GatewayConfig) -> int:
 
 
 def add_memory_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
-    mem = sub.add_parser("memory", parents=[common], help="search, add, list, export or import memories")
+    mem = sub.add_parser("memory", parents=[common], help="search, add, recent, export, import or reflect memories",
+                         description="The long-term memory in memory.path, from the shell: search it, add to it, "
+                         "list the newest, export or import JSON lines, or run the daily reflection and portrait now.")
     mem.add_argument("action", choices=["search", "add", "recent", "export", "import", "reflect"],
                      help="search TEXT | add TEXT | recent | export (JSON lines to stdout) | import (JSON lines "
                      "from stdin) | reflect (the daily reflection and portrait, now)")

@@ -150,7 +150,10 @@ def run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("run", parents=[common], help="serve devices (prints where they connect)")
-    p.add_argument("--port", type=int, help="WebSocket port (overrides server.websocket_port; 0 = any free port)")
-    p.add_argument("--host", help="address to listen on (overrides server.host)")
+    p = sub.add_parser("run", parents=[common], help="serve devices (prints where they connect)",
+                       description="Checks that every port is free and every file the config names is valid, "
+                       "loads the models, serves every enabled link and prints where devices connect. Ctrl+C or "
+                       "SIGTERM stops it. Exit code 0 when stopped, 1 when a port is taken, 2 for a bad config or file.")
+    p.add_argument("--port", type=int, help="WebSocket port (default: server.websocket_port; 0 = any free port)")
+    p.add_argument("--host", help="address to listen on (default: server.host)")
     p.set_defaults(func=run)

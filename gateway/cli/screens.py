@@ -14,7 +14,9 @@ from gateway.screens.access import page_url, screen_key
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("screens", help="the LAN screens' key and page URL")
+    p = sub.add_parser("screens", help="the LAN screens' key and page URL",
+                       description="The key a LAN screen needs to watch the conversations, and the page URLs that "
+                       "carry it (`screens key`; --new replaces it).")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     key = actions.add_parser("key", parents=[common], help="print the screen key and the page URLs that carry it")
     key.add_argument("--new", action="store_true", help="replace the key (restart the gateway afterwards)")

@@ -190,7 +190,10 @@ def run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("service", help="run the gateway as a systemd service: install, status, uninstall")
+    p = sub.add_parser("service", help="run the gateway as a systemd service: install, status, uninstall",
+                       description="Installs `gateway run` as the systemd unit edge-voice-gateway.service (starts "
+                       "at boot, restarts after a crash, logs to journald), shows whether it is installed and "
+                       "running, or removes it. install and uninstall need sudo.")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     inst = actions.add_parser("install", parents=[common],
                               help="write and enable edge-voice-gateway.service (starts at boot; needs sudo)")
