@@ -89,6 +89,10 @@ class XiaozhiConfig(_Section):
     max_ahead_ms: int = Field(1200, ge=100, le=2400)
     emotions: Path = Path("config/xiaozhi_emotions.yaml")
     activation_ttl_s: int = Field(600, ge=30, le=86400)  # how long an activation code (and an approval) stays valid
+    # open enrolment through the OTA endpoint: new boxes one address may register per hour, and
+    # how many devices created so may be registered at all (docs/XIAOZHI.md)
+    enrolments_per_hour_per_address: int = Field(20, ge=1, le=100_000)
+    max_enrolled_boxes: int = Field(256, ge=1, le=1_000_000)
     device_actions: Path = Path("config/device_actions.yaml")  # Action code -> the box's own tool
     tool_timeout_s: float = Field(10.0, ge=0.5, le=120)  # a call of a box's own MCP tool
 

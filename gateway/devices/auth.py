@@ -42,7 +42,8 @@ def hash_token(token: str) -> str:
 
 
 def add_device(conn: sqlite3.Connection, device_id: str, name: str = "") -> str:
-    """Register a device (or give it a new token); returns the new token (shown once)."""
+    """Register a device (or give it a new token); returns the new token (shown once). A box's
+    Client-Id binding (`enrol_box`) is kept: the owner rotating a token does not unbind it."""
     token = secrets.token_urlsafe(24)
     conn.execute(
         "INSERT INTO devices (device_id, token_hash, name, created_at, broker_hash) VALUES (?, ?, ?, ?, ?)"
@@ -51,6 +52,64 @@ def add_device(conn: sqlite3.Connection, device_id: str, name: str = "") -> str:
         (device_id, hash_token(token), name, time.time(), mosquitto_hash(token)),
     )
     return token
+
+
+# What a box's OTA request got (`Enrolled.outcome`): a token with the first three, none with the others
+REGISTERED = "registered"  # a new device, bound to its Client-Id
+RENEWED = "renewed"  # a registered device with the same Client-Id: a new token
+BOUND = "bound"  # a device registered without a Client-Id binding: bound now (trust on first use)
+OTHER_CLIENT = "other-client"  # a registered device bound to another Client-Id: refused
+FULL = "enrolment-full"  # a new device, but `max_enrolled` devices were enrolled this way already
+NOT_ADMITTED = "not-admitted"  # a new device the caller did not admit (its address's rate limit)
+
+
+@dataclass(frozen=True)
+class Enrolled:
+    outcome: str
+    token: str | None = None  # the new token (stored hashed), with REGISTERED, RENEWED and BOUND
+
+
+def enrol_box(conn: sqlite3.Connection, device_id: str, name: str, client_id: str, may_register: bool,
+              max_enrolled: int) -> Enrolled:
+    """A self-enrolling box's request (see the module's docstring), in one write transaction (the
+    CLI may write meanwhile). `name` is stored only when the device is created."""
+    client_hash = hash_token(client_id)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        row = conn.execute("SELECT client_hash FROM devices WHERE device_id = ?", (device_id,)).fetchone()
+        outcome = enrolment_outcome(row, client_hash)
+        if outcome == REGISTERED and not may_register:
+            outcome = NOT_ADMITTED
+        elif outcome == REGISTERED and open_enrolled(conn) >= max_enrolled:
+            outcome = FULL
+        token = None
+        if outcome in (REGISTERED, RENEWED, BOUND):
+            token = secrets.token_urlsafe(24)
+            conn.execute(
+                "INSERT INTO devices (device_id, token_hash, name, created_at, broker_hash, client_hash, open_enrolled)"
+                " VALUES (?, ?, ?, ?, ?, ?, 1) ON CONFLICT (device_id) DO UPDATE SET token_hash = excluded.token_hash,"
+                " broker_hash = excluded.broker_hash, client_hash = excluded.client_hash",
+                (device_id, hash_token(token), name, time.time(), mosquitto_hash(token), client_hash))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return Enrolled(outcome, token)
+
+
+def enrolment_outcome(row: tuple[str | None] | None, client_hash: str) -> str:
+    """REGISTERED (no such device yet), RENEWED, BOUND or OTHER_CLIENT for the device's row
+    (its stored Client-Id hash) and the request's Client-Id hash. Shared by both registries."""
+    if row is None:
+        return REGISTERED
+    if row[0] is None:
+        return BOUND
+    return RENEWED if hmac.compare_digest(row[0], client_hash) else OTHER_CLIENT
+
+
+def open_enrolled(conn: sqlite3.Connection) -> int:
+    """How many registered devices were created by their own OTA request (open enrolment)."""
+    return conn.execute("SELECT count(*) FROM devices WHERE open_enrolled = 1").fetchone()[0]
 
 
 def broker_logins(conn: sqlite3.Connection) -> list[tuple[str, str | None]]:
@@ -119,6 +178,10 @@ class SqliteDeviceRegistry:
     async def add_device(self, device_id: str, name: str = "") -> str:
         return await self._db.run(add_device, device_id, name)
 
+    async def enrol_box(self, device_id: str, name: str, client_id: str, may_register: bool,
+                        max_enrolled: int) -> Enrolled:
+        return await self._db.run(enrol_box, device_id, name, client_id, may_register, max_enrolled)
+
     async def get_device(self, device_id: str) -> DeviceRecord | None:
         return await self._db.run(get_device, device_id)
 
@@ -159,12 +222,15 @@ class Authenticator:
         log.warning("%s: unregistered device %s let in because devices.open_enrolment is on "
                     "(turn it off outside a trusted LAN)", peer, hello.device_id)
 
-    async def issue_token(self, device_id: str, name: str) -> str | None:
-        """For a device that bootstraps itself (a xiaozhi box's OTA request): with open enrolment
-        register it if needed and return a new token (stored hashed); else None."""
+    async def issue_token(self, device_id: str, name: str, client_id: str, may_register: bool = True,
+                          max_enrolled: int = 256) -> Enrolled | None:
+        """For a device that bootstraps itself (a xiaozhi box's OTA request, `client_id` its
+        Client-Id): with open enrolment, `enrol_box` (a new token when it is new and
+        `may_register` and fewer than `max_enrolled` were enrolled so, or when its Client-Id is
+        the one it is bound to); with enrolment closed, None."""
         if not self.open_enrolment:
             return None
-        return await self._registry.add_device(device_id, name)
+        return await self._registry.enrol_box(device_id, name, client_id, may_register, max_enrolled)
 
     async def is_registered(self, device_id: str) -> bool:
         return await self._registry.get_device(device_id) is not None

@@ -41,7 +41,9 @@ CREATE TABLE IF NOT EXISTS devices (
     name        TEXT NOT NULL DEFAULT '',
     created_at  REAL NOT NULL,
     last_seen   REAL,
-    broker_hash TEXT  -- the token as the embedded mosquitto's password file has it (broker_password.py)
+    broker_hash TEXT,  -- the token as the embedded mosquitto's password file has it (broker_password.py)
+    client_hash TEXT,  -- SHA-256 of the Client-Id a xiaozhi box is bound to (auth.py enrol_box)
+    open_enrolled INTEGER NOT NULL DEFAULT 0  -- 1: created by its own OTA request (open enrolment)
 );
 CREATE TABLE IF NOT EXISTS readings (
     id          INTEGER PRIMARY KEY,
@@ -95,6 +97,9 @@ def connect(path: Path) -> sqlite3.Connection:
     columns = {row[1] for row in conn.execute("PRAGMA table_info(devices)")}
     if "broker_hash" not in columns:  # a database from before the embedded mosquitto
         conn.execute("ALTER TABLE devices ADD COLUMN broker_hash TEXT")
+    if "client_hash" not in columns:  # a database from before the Client-Id binding: bound at next OTA
+        conn.execute("ALTER TABLE devices ADD COLUMN client_hash TEXT")
+        conn.execute("ALTER TABLE devices ADD COLUMN open_enrolled INTEGER NOT NULL DEFAULT 0")
     return conn
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from gateway.devices.auth import DeviceRecord
+    from gateway.devices.auth import DeviceRecord, Enrolled
 
 
 class DeviceRegistry(Protocol):
@@ -17,6 +17,14 @@ class DeviceRegistry(Protocol):
 
     async def add_device(self, device_id: str, name: str = "") -> str:
         """Register a device (or give it a new token); returns the new token (stored hashed)."""
+        ...
+
+    async def enrol_box(self, device_id: str, name: str, client_id: str, may_register: bool,
+                        max_enrolled: int) -> Enrolled:
+        """A self-enrolling box's request (a xiaozhi box's OTA): registered and bound to its
+        Client-Id when new (if `may_register` and fewer than `max_enrolled` devices were enrolled
+        so), a new token when the Client-Id is the one it is bound to (or it is not bound yet:
+        bound now), refused when it is bound to another (gateway/devices/auth.py)."""
         ...
 
     async def get_device(self, device_id: str) -> DeviceRecord | None: ...

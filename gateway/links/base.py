@@ -18,6 +18,7 @@ from firmware_protocol import Message, ProtocolError
 if TYPE_CHECKING:
     from gateway.bus import EventBus
     from gateway.devices.activation import ActivationStore
+    from gateway.devices.auth import Enrolled
     from gateway.devices.device_tools import DeviceTools
     from gateway.links.http_front import HttpMount
 
@@ -83,8 +84,10 @@ class Enrolment(Protocol):
 
     open_enrolment: bool
 
-    async def issue_token(self, device_id: str, name: str) -> str | None:
-        """With open enrolment: register the device if needed and return a new token; else None."""
+    async def issue_token(self, device_id: str, name: str, client_id: str, may_register: bool = True,
+                          max_enrolled: int = 256) -> Enrolled | None:
+        """With open enrolment: a new token for a new device (bound to `client_id`) or for one
+        bound to that `client_id`, else the refusal (gateway/devices/auth.py enrol_box); closed: None."""
         ...
 
     async def is_registered(self, device_id: str) -> bool: ...

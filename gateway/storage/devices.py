@@ -1,6 +1,7 @@
 """Devices and their tokens on PostgreSQL: the DeviceRegistry (gateway/devices/device_registry.py)
 every gateway of a cluster checks Hellos and broker logins against. Same rows as SQLite's
-(token SHA-256 and the mosquitto hash, never the token itself)."""
+(token SHA-256 and the mosquitto hash, never the token itself; a xiaozhi box's Client-Id SHA-256,
+schema version 4), and the same rules for the boxes' self-enrolment (`enrol_box`)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ from datetime import UTC, datetime
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from gateway.devices.auth import DeviceRecord, hash_token
+from gateway.devices.auth import (BOUND, FULL, NOT_ADMITTED, REGISTERED, RENEWED, DeviceRecord, Enrolled,
+                                  enrolment_outcome, hash_token)
 from gateway.devices.broker_password import mosquitto_hash
+
+_ENROL_LOCK = 0x656E_726C  # pg_advisory_xact_lock key of the boxes' self-enrolment ("enrl")
 
 
 async def register(conn: AsyncConnection, device_id: str, name: str) -> str:
@@ -52,6 +56,33 @@ class PostgresDeviceRegistry:
     async def add_device(self, device_id: str, name: str = "") -> str:
         async with self._pool.connection() as conn:
             return await register(conn, device_id, name)
+
+    async def enrol_box(self, device_id: str, name: str, client_id: str, may_register: bool,
+                        max_enrolled: int) -> Enrolled:
+        """SQLite's rules (gateway/devices/auth.py enrol_box) for every gateway of the database:
+        one enrolment at a time (an advisory lock), so the cap holds and a box asking two
+        gateways at once is created once."""
+        client_hash = hash_token(client_id)
+        async with self._pool.connection() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_ENROL_LOCK,))
+            row = await (await conn.execute("SELECT client_hash FROM devices WHERE device_id = %s",
+                                            (device_id,))).fetchone()
+            outcome = enrolment_outcome(row, client_hash)
+            if outcome == REGISTERED and not may_register:
+                return Enrolled(NOT_ADMITTED)
+            if outcome == REGISTERED:
+                (count,) = await (await conn.execute("SELECT count(*) FROM devices WHERE open_enrolled = 1")).fetchone()
+                if count >= max_enrolled:
+                    return Enrolled(FULL)
+            if outcome not in (REGISTERED, RENEWED, BOUND):
+                return Enrolled(outcome)
+            token = secrets.token_urlsafe(24)
+            await conn.execute(
+                "INSERT INTO devices (device_id, token_hash, name, created_at, broker_hash, client_hash, open_enrolled)"
+                " VALUES (%s, %s, %s, %s, %s, %s, 1) ON CONFLICT (device_id) DO UPDATE SET"
+                " token_hash = excluded.token_hash, broker_hash = excluded.broker_hash, client_hash = excluded.client_hash",
+                (device_id, hash_token(token), name, time.time(), mosquitto_hash(token), client_hash))
+            return Enrolled(outcome, token)
 
     async def get_device(self, device_id: str) -> DeviceRecord | None:
         async with self._pool.connection() as conn:

@@ -23,7 +23,7 @@ async def test_a_device_registered_on_one_gateway_logs_in_on_another(postgres_ds
     pools = [await open_pool(postgres_dsn, STORAGE) for _ in range(2)]
     try:
         first, second = (Authenticator(PostgresDeviceRegistry(p), open_enrolment=False) for p in pools)
-        assert await first.issue_token("box-1", "kitchen") is None  # no self-enrolment when closed
+        assert await first.issue_token("box-1", "kitchen", "client-1") is None  # no self-enrolment when closed
         token = await PostgresDeviceRegistry(pools[0]).add_device("box-1", "kitchen")  # `gateway devices add`
         await second.check(hello("box-1", token), "peer-b")  # no AuthRefused
         assert await second.check_credentials("box-1", token) is True
@@ -39,8 +39,8 @@ async def test_a_device_registered_on_one_gateway_logs_in_on_another(postgres_ds
         assert record.name == "kitchen" and record.last_seen is not None
         open_gateway = Authenticator(PostgresDeviceRegistry(pools[1]), open_enrolment=True)
         await open_gateway.check(hello("box-3", "anything"), "peer-c")  # let in, with a warning
-        new_token = await open_gateway.issue_token("box-3", "hall")
-        assert await first.check_credentials("box-3", new_token) is True
+        enrolled = await open_gateway.issue_token("box-3", "hall", "client-3")
+        assert enrolled.outcome == "registered" and await first.check_credentials("box-3", enrolled.token) is True
     finally:
         for p in pools:
             await p.close()

@@ -15,6 +15,7 @@ from gateway.links.http_front import HttpReply, HttpRequest
 from gateway.links.xiaozhi.box_tools import ToolServices
 from gateway.links.xiaozhi.connection import XiaozhiSettings
 from gateway.links.xiaozhi.emotions import EmotionTable
+from gateway.links.xiaozhi.enrol_limit import NewBoxLimit
 from gateway.links.xiaozhi.mqtt_udp import XiaozhiMqttUdp
 from gateway.links.xiaozhi.ota import Enrolment, OtaService
 from gateway.links.xiaozhi.roaming import RoamingXiaozhiConnection
@@ -42,12 +43,13 @@ class XiaozhiEndpoint:
 
     def __init__(self, ota_path: str, ws_path: str, settings: XiaozhiSettings, emotions: EmotionTable,
                  websocket_url: str = "", enrolment: Enrolment | None = None,
-                 actions: DeviceActions | None = None) -> None:
+                 actions: DeviceActions | None = None, enrolments_per_hour: int = 20, max_enrolled: int = 256) -> None:
         self.ota_path = ota_path
         self.ws_path = ws_path
         self.settings = settings
         self.emotions = emotions
-        self.ota = OtaService(ws_path, websocket_url, enrolment)
+        self.ota = OtaService(ws_path, websocket_url, enrolment, new_boxes=NewBoxLimit(enrolments_per_hour),
+                              max_enrolled=max_enrolled)
         self.actions = actions or DeviceActions()
         self.tools: ToolServices | None = None  # the boxes' own tools: attached when served
         self.opus_meter: OpusMeter | None = None  # `gateway bench --xiaozhi`: every box's Opus CPU
@@ -56,7 +58,8 @@ class XiaozhiEndpoint:
     def from_config(cls, x: XiaozhiConfig, emotions: EmotionTable, max_frame_bytes: int,
                     actions: DeviceActions | None = None) -> "XiaozhiEndpoint":
         settings = XiaozhiSettings(x.sample_rate, x.frame_duration_ms, x.max_ahead_ms, max_frame_bytes)
-        return cls(x.ota_path, x.ws_path, settings, emotions, x.websocket_url, actions=actions)
+        return cls(x.ota_path, x.ws_path, settings, emotions, x.websocket_url, actions=actions,
+                   enrolments_per_hour=x.enrolments_per_hour_per_address, max_enrolled=x.max_enrolled_boxes)
 
     def attach(self, services: LinkServices) -> None:
         """What the gateway hands its links when serving: the device registry for the enrolment,

@@ -6,7 +6,12 @@ Client-Id (a UUID), User-Agent (board/version)... and reads from the reply: `ser
 key is saved: url, token) and, if present, `mqtt` (which switches it to MQTT+UDP: sent with
 `xiaozhi.mqtt_udp`, gateway/links/xiaozhi/mqtt_udp.py, with the same token as its password).
 Enrolment (devices.open_enrolment): on, a box gets a fresh token at each request (registered on
-the first one, stored hashed); off, a registered box gets the URL without a token (it keeps the
+the first one, stored hashed, and bound to its Client-Id: a request with the box's MAC and another
+Client-Id is refused 403, so a MAC is not enough to take a box over; a box registered before the
+binding is bound at its next request, trust on first use). New registrations are limited per
+address (`xiaozhi.enrolments_per_hour_per_address`, then 429) and in total
+(`xiaozhi.max_enrolled_boxes`, then 403); refusals are logged once per address and interval.
+Off, a registered box gets the URL without a token (it keeps the
 one it has) and an unknown box an `activation` section instead of `websocket`: a 6-digit code it
 shows and speaks, a message, a challenge and `timeout_ms` (gateway/devices/activation.py). The
 box then POSTs `<ota_url>/activate` every 3 s (at most ten times, then it asks the OTA again):
@@ -29,8 +34,11 @@ from typing import TYPE_CHECKING, Any
 
 from gateway import __version__
 from gateway.devices.activation import ActivationStore
+from gateway.devices.auth import BOUND, FULL, NOT_ADMITTED, OTHER_CLIENT, REGISTERED, Enrolled
 from gateway.links.base import Enrolment
 from gateway.links.http_front import HttpReply, HttpRequest
+from gateway.links.limits import LogThrottle
+from gateway.links.xiaozhi.enrol_limit import NewBoxLimit
 from gateway.links.xiaozhi.identity import device_id_of
 
 if TYPE_CHECKING:
@@ -39,8 +47,29 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _json_reply(status: int, value: dict[str, Any]) -> HttpReply:
-    return HttpReply(status, json.dumps(value, ensure_ascii=False).encode(), "application/json")
+READ_HEADERS = ("Device-Id", "Client-Id", "User-Agent")  # what the OTA endpoint reads: each at most once
+MAX_CLIENT_ID = 128  # the firmware's is a 36-character UUID
+
+
+class Refused(Exception):
+    """A request answered `reply` (its log line is written where it is raised)."""
+
+    def __init__(self, reply: HttpReply) -> None:
+        super().__init__(reply.status)
+        self.reply = reply
+
+
+def _json_reply(status: int, value: dict[str, Any], headers: tuple[tuple[str, str], ...] = ()) -> HttpReply:
+    return HttpReply(status, json.dumps(value, ensure_ascii=False).encode(), "application/json", headers)
+
+
+def _repeated(peer: str, request: HttpRequest) -> HttpReply | None:
+    """The refusal of a request with one of the headers the endpoint reads more than once (logged)."""
+    for name in READ_HEADERS:
+        if len(request.headers.get_all(name)) > 1:
+            log.warning("%s: refused: the %s header comes more than once", peer, name)
+            return HttpReply(400, f"the {name} header must come once\n".encode())
+    return None
 
 
 def _not_a_mac(peer: str, mac: str) -> HttpReply:
@@ -58,12 +87,17 @@ def _host(address: str) -> str:
 
 class OtaService:
     def __init__(self, ws_path: str, websocket_url: str = "", enrolment: Enrolment | None = None,
-                 clock: Callable[[], float] = time.time, activations: ActivationStore | None = None) -> None:
+                 clock: Callable[[], float] = time.time, activations: ActivationStore | None = None,
+                 new_boxes: NewBoxLimit | None = None, max_enrolled: int = 256,
+                 refusals: LogThrottle | None = None) -> None:
         self.ws_path = ws_path
         self.websocket_url = websocket_url
         self.enrolment = enrolment  # None: no registry (tests of the protocol): the URL without a token
         self.activations = activations  # None: with enrolment closed an unknown box gets nothing
         self._clock = clock
+        self.new_boxes = new_boxes or NewBoxLimit(20)  # new registrations per address (open enrolment)
+        self.max_enrolled = max_enrolled  # devices the open enrolment may have created in all
+        self._refusals = refusals or LogThrottle(log)  # one line per address and reason per interval
         self.mqtt_udp: XiaozhiMqttUdp | None = None  # offered in the answer (XiaozhiEndpoint.mqtt_udp)
 
     def url_for(self, request: HttpRequest) -> str:
@@ -83,6 +117,8 @@ class OtaService:
         if request.method != "POST":
             return HttpReply(405, b"use GET (status) or POST (a box's system info)\n")
         peer = f"xiaozhi OTA {request.remote[0]}:{request.remote[1]}"
+        if (repeated := _repeated(peer, request)) is not None:
+            return repeated
         mac = request.headers.get("Device-Id", "")
         if (device_id := device_id_of(mac)) is None:
             return _not_a_mac(peer, mac)
@@ -102,7 +138,10 @@ class OtaService:
                             "timezone_offset": int(offset.total_seconds() // 60) if offset else 0},
             "firmware": {"version": version, "url": ""},
         }
-        websocket = await self._websocket(request, peer, mac, device_id, version)
+        try:
+            websocket = await self._websocket(request, peer, mac, device_id, version)
+        except Refused as refused:
+            return refused.reply
         if websocket is not None:
             reply["websocket"] = websocket
         elif self.activations is not None:
@@ -118,10 +157,14 @@ class OtaService:
         url = self.url_for(request)
         if self.enrolment is None:
             return {"url": url, "token": ""}
-        token = await self.enrolment.issue_token(device_id, _name(request, mac))
-        if token is not None:
-            log.info("%s (%s): box %s (firmware %s) bootstrapped: token issued, WebSocket %s", peer, mac, device_id, version or "?", url)
-            return {"url": url, "token": token}
+        if self.enrolment.open_enrolment:
+            enrolled = await self._enrol(request, peer, mac, device_id)
+            how = {REGISTERED: "registered, bound to its Client-Id",
+                   BOUND: "bound to its Client-Id now (registered before Client-Ids were kept: trusted on first use)"
+                   }.get(enrolled.outcome, "same Client-Id")
+            log.info("%s (%s): box %s (firmware %s) bootstrapped (%s): token issued, WebSocket %s",
+                     peer, mac, device_id, version or "?", how, url)
+            return {"url": url, "token": enrolled.token}
         if await self.enrolment.is_registered(device_id):
             log.info("%s (%s): registered box %s bootstrapped (keeps its token), WebSocket %s", peer, mac, device_id, url)
             return {"url": url}
@@ -133,6 +176,53 @@ class OtaService:
             log.warning("%s (%s): unknown box %s not enrolled: devices.open_enrolment is off, so it gets no "
                         "WebSocket (turn enrolment on while it boots once)", peer, mac, device_id)
         return None
+
+    async def _enrol(self, request: HttpRequest, peer: str, mac: str, device_id: str) -> Enrolled:
+        """Open enrolment: a token for a new box (within the limits) or the box bound to this
+        Client-Id; raises Refused otherwise."""
+        assert self.enrolment is not None
+        address = request.remote[0]
+        client_id = request.headers.get("Client-Id", "").strip()
+        if not client_id or len(client_id) > MAX_CLIENT_ID or not client_id.isprintable():
+            log.warning("%s (%s): refused: no usable Client-Id header (the UUID the box keeps), so no token", peer, mac)
+            raise Refused(_json_reply(400, {"error": "client-id-required", "message":
+                                            f"a Client-Id header (the box's UUID, 1..{MAX_CLIENT_ID} characters) is required"}))
+        admitted = self.new_boxes.take(address)  # given back below unless the box is new (and registered)
+        enrolled: Enrolled | None = None
+        try:
+            enrolled = await self.enrolment.issue_token(device_id, _name(request, mac), client_id, admitted,
+                                                        self.max_enrolled)
+        finally:
+            if admitted and (enrolled is None or enrolled.outcome != REGISTERED):
+                self.new_boxes.give_back(address)
+        assert enrolled is not None  # open enrolment
+        if enrolled.token is not None:
+            return enrolled
+        raise Refused(self._refusal(address, peer, mac, device_id, enrolled.outcome))
+
+    def _refusal(self, address: str, peer: str, mac: str, device_id: str, outcome: str) -> HttpReply:
+        """The answer to a box refused a token, logged once per address, device and reason per interval."""
+        if outcome == OTHER_CLIENT:
+            self._refusals.warning(
+                (address, device_id, outcome), "%s (%s): refused: box %s is registered with another Client-Id "
+                "(someone who knows its MAC, or the box after its settings were erased: then `gateway devices remove "
+                "%s` lets it enrol again)", peer, mac, device_id, device_id)
+            return _json_reply(403, {"error": "client-id-mismatch", "message":
+                                     f"{device_id} is registered to another Client-Id"})
+        if outcome == FULL:
+            self._refusals.warning(
+                (address, outcome), "%s (%s): refused: new box %s not registered: open enrolment has registered "
+                "xiaozhi.max_enrolled_boxes (%d) devices already (remove unused ones with `gateway devices remove`, "
+                "or raise the limit)", peer, mac, device_id, self.max_enrolled)
+            return _json_reply(403, {"error": "enrolment-full", "message": "the gateway registers no more new boxes"})
+        assert outcome == NOT_ADMITTED, outcome
+        retry = self.new_boxes.retry_after_s(address)
+        self._refusals.warning(
+            (address, outcome), "%s (%s): refused: new box %s not registered: %d new boxes an hour from one address "
+            "at most (xiaozhi.enrolments_per_hour_per_address); the next in %d s", peer, mac, device_id,
+            self.new_boxes.per_hour, retry)
+        return _json_reply(429, {"error": "enrolment-rate-limited", "message":
+                                 f"too many new boxes from {address}; retry in {retry} s"}, (("Retry-After", str(retry)),))
 
     async def _activation(self, request: HttpRequest, peer: str, mac: str, device_id: str, version: str,
                           info: dict[str, Any]) -> dict[str, Any]:
@@ -156,6 +246,8 @@ class OtaService:
         peer = f"xiaozhi activate {request.remote[0]}:{request.remote[1]}"
         if request.method != "POST":
             return HttpReply(405, b"the box POSTs here while it waits for its activation\n")
+        if (repeated := _repeated(peer, request)) is not None:
+            return repeated
         mac = request.headers.get("Device-Id", "")
         if (device_id := device_id_of(mac)) is None:
             return _not_a_mac(peer, mac)

@@ -37,7 +37,7 @@ from gateway.audio.pcm import float_to_s16le, s16le_to_float
 from gateway.links.xiaozhi import box_side, framing
 from gateway.links.xiaozhi.box_side import http_post
 
-__all__ = ["BoxClosed", "XiaozhiBox", "default_tools", "http_post"]
+__all__ = ["BoxClosed", "XiaozhiBox", "default_tools", "http_post", "kept_client_id"]
 
 
 class BoxClosed(Exception):
@@ -45,6 +45,12 @@ class BoxClosed(Exception):
 
 
 QUEUE_PACKETS = 40  # MAX_DECODE_PACKETS_IN_QUEUE = 2400 ms / 60 ms
+
+
+def kept_client_id(mac: str) -> str:
+    """The Client-Id of the box with this MAC: a real box makes a random UUID once and keeps it
+    (Board::GetUuid, NVS), so every emulator of one MAC is the same box to the gateway."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"xiaozhi-box:{mac.lower()}"))
 
 
 def _tool(name: str, description: str, **properties: Any) -> dict[str, Any]:
@@ -63,7 +69,7 @@ def default_tools() -> list[dict[str, Any]]:
 @dataclass
 class XiaozhiBox:
     mac: str = "a0:b1:c2:d3:e4:f5"
-    client_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    client_id: str = ""  # "": the one this MAC's box keeps (made once, kept in NVS: a UUID derived from the MAC here)
     version: int = 1  # binary protocol version (the OTA reply may not set it: the firmware's default is 1)
     firmware: str = "1.9.2"
     ws_url: str = ""
@@ -91,6 +97,7 @@ class XiaozhiBox:
     truncated_ms: float = 0.0  # reply audio queued, not yet played, when `tts stop` came in auto mode
 
     def __post_init__(self) -> None:
+        self.client_id = self.client_id or kept_client_id(self.mac)
         self._encoder = OpusEncoder(16000, 60)
         self._decoder: OpusDecoder | None = None
         self._changed = asyncio.Event()
