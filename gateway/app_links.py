@@ -54,7 +54,8 @@ def default_links(cfg: GatewayConfig, cluster: ClusterNode | None = None) -> lis
         sc = cfg.screens
         tls = server_context(cfg.path(sc.cert), cfg.path(sc.key)) if sc.tls else None
         links.append(ScreensServer(sc.host, sc.port, sc.path, sc.audio_cache, s.max_frame_bytes, tls,
-                                   key=screen_key(cfg.path(sc.access_key))))
+                                   key=screen_key(cfg.path(sc.access_key)), limits=limits,  # /device as /ws
+                                   idle_s=s.session_idle_s or None, idle_probe_s=s.hello_timeout_s))
     if cfg.serial.ports:
         ports = [SerialPort(p.port, p.baud) for p in cfg.serial.ports]
         links.append(SerialLink(ports, s.max_frame_bytes))

@@ -5,6 +5,11 @@ other method before a hook could see it. `HttpFrontConnection` is the websockets
 a look at the request line first: a GET goes on to websockets unchanged; another method (POST)
 is read here (headers, a body of at most `max_body` bytes) and answered by `handler`, then the
 connection is closed. A peer that sends no complete request within `timeout` s is dropped.
+Once the request is complete nothing more is read from the peer until it is answered (TCP flow
+control holds it back): at most the head (`MAX_HEAD`) and the body (`max_body`) are held, however
+much it sends. A malformed request line, an over-long head or body, or a field given twice that
+must be given once (two Content-Length, two Cookie: `repeated_field`) is answered 400, 413 or 431
+with one log line naming the peer.
 The task that answers is owned by the websockets server's handler of the connection: its
 `handshake` waits, in HTTP mode, until the connection is gone, and cancels and awaits that task.
 Relies on websockets 15's asyncio `ServerConnection` being an asyncio Protocol (pinned <16).
@@ -14,13 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Protocol
 
-from websockets.asyncio.server import ServerConnection
+from websockets.asyncio.server import Request, Response, ServerConnection
 from websockets.datastructures import Headers
+
+from gateway.log_safe import log_safe
 
 if TYPE_CHECKING:
     from gateway.links.web import TextSocket
@@ -28,6 +36,27 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_HEAD = 16384
+REQUEST_LINE = re.compile(r"([A-Z]{1,16}) ([!-~]+) HTTP/1\.[01]")  # method, target (visible ASCII), version
+# Fields that may come as several lines (lists, RFC 9110 5.3); any other one given twice is refused.
+LIST_FIELDS = frozenset({"accept", "accept-charset", "accept-encoding", "accept-language", "cache-control",
+                         "connection", "forwarded", "pragma", "sec-websocket-extensions", "sec-websocket-protocol",
+                         "te", "trailer", "via", "warning", "x-forwarded-for"})
+
+
+def repeated_field(headers: Headers) -> str | None:
+    """The name of a field given more than once that must be given once (Host, Content-Length,
+    Cookie, Origin, ...), or None. Such a request is refused 400: which of the values would count?"""
+    return next((name for name in headers if name not in LIST_FIELDS and len(headers.get_all(name)) > 1), None)
+
+
+def refuse_repeated_field(conn: ServerConnection, request: Request) -> Response | None:
+    """For websockets' `process_request` (the GETs): a request with a `repeated_field` answered 400
+    with one log line naming the peer; None for any other."""
+    if (repeated := repeated_field(request.headers)) is None:
+        return None
+    log.warning("http %s:%s: refused (400): GET %s: header %s given more than once", *conn.remote_address[:2],
+                log_safe(request.path), log_safe(repeated))
+    return conn.respond(HTTPStatus.BAD_REQUEST, f"the header {log_safe(repeated)} is given more than once\n")
 
 
 @dataclass(frozen=True)
@@ -86,6 +115,7 @@ class HttpFrontConnection(ServerConnection):
         self._timeout = timeout
         self._mode = "sniff"  # -> "ws" (websockets takes over) or "http" (answered here)
         self._buf = bytearray()
+        self._complete = False  # the request was read whole (or refused): nothing more is read
         self._front: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None  # answers a plain HTTP request (owned by `handshake`)
@@ -128,6 +158,8 @@ class HttpFrontConnection(ServerConnection):
         if self._mode == "ws":
             super().data_received(data)
             return
+        if self._complete:  # (reading is paused; a last chunk may still come in): not kept
+            return
         self._buf += data
         if self._mode == "sniff":
             method, space, _ = bytes(self._buf[:8]).partition(b" ")
@@ -145,34 +177,38 @@ class HttpFrontConnection(ServerConnection):
                 return
             self._mode = "http"
             self._sniffed.set()
-        if self._task is None:
-            self._read_http()
+        self._read_http()
 
     def _read_http(self) -> None:
-        end = self._buf.find(b"\r\n\r\n")
+        end = self._buf.find(b"\r\n\r\n", 0, MAX_HEAD + 4)
         if end < 0:
             if len(self._buf) > MAX_HEAD:
-                self._answer(HttpReply(431, b"request headers too large\n"))
+                self._refuse(431, "request headers too large", f"a head over {MAX_HEAD} bytes")
             return
         lines = bytes(self._buf[:end]).decode("latin-1").split("\r\n")
-        method, _, rest = lines[0].partition(" ")
-        target = rest.rpartition(" ")[0] or rest
+        if (line := REQUEST_LINE.fullmatch(lines[0])) is None:
+            self._refuse(400, "bad request line", f"bad request line {log_safe(lines[0])}")
+            return
+        method, target = line.group(1), line.group(2)
         headers = Headers()
-        for line in lines[1:]:
-            name, colon, value = line.partition(":")
+        for field in lines[1:]:
+            name, colon, value = field.partition(":")
             if colon:
                 headers[name.strip()] = value.strip()
-        try:
-            length = int(headers.get("Content-Length", "0"))
-        except ValueError:
-            self._answer(HttpReply(400, b"bad Content-Length\n"))
+        if (repeated := repeated_field(headers)) is not None:
+            self._refuse(400, f"the header {log_safe(repeated)} is given more than once",
+                         f"{method} {log_safe(target)}: header {log_safe(repeated)} given more than once")
             return
-        if length > self._max_body or length < 0:
-            self._answer(HttpReply(413, f"body over {self._max_body} bytes\n".encode()))
+        if not re.fullmatch(r"[0-9]{1,12}", given := headers.get("Content-Length", "0")):
+            self._refuse(400, "bad Content-Length", f"{method} {log_safe(target)}: bad Content-Length {log_safe(given)}")
+            return
+        if (length := int(given)) > self._max_body:
+            self._refuse(413, f"body over {self._max_body} bytes", f"{method} {log_safe(target)}: a body of {length} bytes")
             return
         if len(self._buf) < end + 4 + length:
             return  # wait for the rest of the body
         body = bytes(self._buf[end + 4 : end + 4 + length])
+        self._stop_reading()
         assert self._front is not None
         local = self._front.get_extra_info("sockname")[:2]
         remote = self._front.get_extra_info("peername")[:2]
@@ -181,11 +217,24 @@ class HttpFrontConnection(ServerConnection):
         request = HttpRequest(method, path, headers, body, local, remote, query, secure)
         self._task = asyncio.get_running_loop().create_task(self._serve(request))
 
+    def _stop_reading(self) -> None:
+        """The request is complete (or refused): what else the peer sends stays in the kernel, held
+        back by TCP flow control, until the answer goes and the connection closes."""
+        self._complete = True
+        self._buf = bytearray()
+        if self._front is not None and not self._front.is_closing():
+            self._front.pause_reading()
+
+    def _refuse(self, status: int, text: str, why: str) -> None:
+        log.warning("http %s: refused (%d): %s", self._peer(), status, why)
+        self._stop_reading()
+        self._answer(HttpReply(status, f"{text}\n".encode()))
+
     async def _serve(self, request: HttpRequest) -> None:
         try:
             reply = await self._handler(request)
         except Exception:  # boundary: one bad request must not take the server down
-            log.exception("http %s: %s %s failed", self._peer(), request.method, request.path)
+            log.exception("http %s: %s %s failed", self._peer(), request.method, log_safe(request.path))
             reply = HttpReply(500, b"internal error\n")
         self._answer(reply)
 

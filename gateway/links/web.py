@@ -4,11 +4,15 @@ Plain HTTP GETs are answered by `routes(path, query, peer)` (status, content typ
 upgrade on `ws_path` is handed to `on_socket` as a `TextSocket` (JSON text frames), one on
 `device_path` to the device handler as a `WebSocketConnection` (binary wire protocol, like the
 device link), so a page served here reaches the gateway on its own origin (also over TLS, which
-browsers require for the microphone on a LAN address). A `mount` (the console) answers every
-method under its path prefix with the request's headers and body (other methods than GET through
-gateway/links/http_front.py), and the WebSocket upgrades under it (`upgrade` decides from the
-request's headers, before the handshake; `socket` serves it). Everything else is 404. Used by
-`gateway.screens`.
+browsers require for the microphone on a LAN address). Those device connections are served
+exactly as the device link's (gateway/links/websocket.py `serve_within_limits`): with `limits`
+each takes a session slot of its address in the same `PeerLimits`, its logins and readings are
+limited per address, and with `idle_s` a silent one is pinged and closed. A `mount` (the
+console) answers every method under its path prefix with the request's headers and body (other
+methods than GET through gateway/links/http_front.py), and the WebSocket upgrades under it
+(`upgrade` decides from the request's headers, before the handshake; `socket` serves it).
+Everything else is 404. A request that gives a field twice that must be given once (two Host, two
+Cookie) is answered 400 with one log line. Used by `gateway.screens`.
 
 With `tls` the port speaks https and http (gateway/links/tls_or_plain.py): a browser on another
 machine asking for one of the `pages` over plain http is redirected (301) to the same URL on
@@ -32,10 +36,12 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 
 from gateway.links.base import ConnectionHandler, LinkClosed
-from gateway.links.http_front import HttpFrontConnection, HttpMount, HttpReply, HttpRequest
+from gateway.links.http_front import HttpFrontConnection, HttpMount, HttpReply, HttpRequest, refuse_repeated_field
 from gateway.links.http_log import server_logger
+from gateway.links.limits import LogThrottle, PeerLimits
 from gateway.links.tls_or_plain import TlsOrPlain, is_secure
-from gateway.links.websocket import WebSocketConnection
+from gateway.links.websocket import WebSocketConnection, serve_within_limits
+from gateway.log_safe import log_safe
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +91,8 @@ class WebServer:
     def __init__(self, host: str, port: int, ws_path: str, routes: Routes,
                  on_socket: Callable[[TextSocket], Awaitable[None]], device_path: str = "/device",
                  max_frame_bytes: int = 65536, tls: ssl.SSLContext | None = None,
-                 pages: frozenset[str] = frozenset()) -> None:
+                 pages: frozenset[str] = frozenset(), limits: PeerLimits | None = None,
+                 idle_s: float | None = None, idle_probe_s: float = 10.0) -> None:
         self.host = host
         self.port = port  # the bound port once serving (useful with port 0)
         self.ws_path = ws_path
@@ -95,6 +102,9 @@ class WebServer:
         self._max = max_frame_bytes
         self._tls = tls
         self._pages = pages  # with tls: asked by another machine over plain http, redirected to https
+        self._limits = limits  # the device connections' (device_path): None, no session caps or login limits
+        self._idle_s, self._idle_probe_s = idle_s, idle_probe_s  # idle_s None: idle devices stay
+        self._throttle = LogThrottle(log)
 
     def _to_https(self, conn: ServerConnection, request: Request, path: str) -> Response | None:
         if self._tls is None or path not in self._pages or is_secure(conn) or _is_loopback(conn.remote_address[0]):
@@ -103,12 +113,14 @@ class WebServer:
 
     def _redirect(self, conn: ServerConnection, request: Request, path: str) -> Response:
         location = f"https://{request.headers.get('Host', '')}{request.path}"
-        log.info("http %s:%s: %s over plain http: redirected to https", *conn.remote_address[:2], path)
+        log.info("http %s:%s: %s over plain http: redirected to https", *conn.remote_address[:2], log_safe(path))
         return Response(301, "Moved Permanently", Headers([("Location", location), ("Content-Length", "0"),
                                                            ("Cache-Control", "no-store")]), b"")
 
     async def _http(self, conn: ServerConnection, request: Request, mount: HttpMount | None = None) -> Response | None:
         path, query = _query(request.path)
+        if (refused := refuse_repeated_field(conn, request)) is not None:
+            return refused
         if path in (self.ws_path, self.device_path) and request.headers.get("Upgrade", "").lower() == "websocket":
             return None  # go on with the WebSocket handshake
         if mount is not None and _owns(mount, path):
@@ -141,7 +153,8 @@ class WebServer:
         if _owns(mount, request.path):
             assert mount is not None
             return await mount.http(request)
-        log.warning("http %s:%s: %s %s refused: only GET here", *request.remote[:2], request.method, request.path)
+        log.warning("http %s:%s: %s %s refused: only GET here", *request.remote[:2], request.method,
+                    log_safe(request.path))
         return HttpReply(405, b"only GET here\n")
 
     async def serve(self, devices: ConnectionHandler | None, ready: asyncio.Event | None = None,
@@ -149,7 +162,8 @@ class WebServer:
         async def on_connect(ws: ServerConnection) -> None:
             path, query = _query(ws.request.path if ws.request else "")
             if path == self.device_path and devices is not None:
-                await devices(WebSocketConnection(ws, self._max))
+                conn = WebSocketConnection(ws, self._max, self._idle_s, self._idle_probe_s)
+                await serve_within_limits(devices, ws, conn, self._limits, self._throttle)
             elif path == self.ws_path:
                 await self._on_socket(TextSocket(ws, query))
             elif mount is not None and _owns(mount, path):  # accepted by `mount.upgrade`

@@ -7,7 +7,10 @@ methods via gateway/links/http_front.py); `/ws` (server.websocket_path) stays th
 With `limits` (gateway/links/limits.py, what `gateway run` serves) every connection takes a
 session slot of its peer address or is refused `too-many-sessions`, and its logins and readings
 are limited per address. With `idle_s`, a connection whose device sent nothing for that long gets
-a Ping; if nothing comes back within `idle_probe_s` it is closed (`idle-timeout`).
+a Ping; if nothing comes back within `idle_probe_s` it is closed (`idle-timeout`). The screen
+server's /device path (gateway/links/web.py) is served the same way: `serve_within_limits`.
+A request that gives a field twice that must be given once (two Host) is answered 400 before the
+handshake (gateway/links/http_front.py `refuse_repeated_field`).
 
 In cluster mode a connection whose device another gateway took over (the box reconnected there:
 gateway/devices/session_lease.py) is closed with code 4409 `lease-lost` and nothing else.
@@ -29,9 +32,10 @@ from websockets.exceptions import ConnectionClosed
 from firmware_protocol import Error, Message, Ping, ProtocolError, decode, encode
 from gateway.links.base import ConnectionHandler, LinkClosed, LinkServices, Roaming
 from gateway.links.base import DeviceConnection
-from gateway.links.http_front import HttpFrontConnection, HttpReply, HttpRequest
+from gateway.links.http_front import HttpFrontConnection, HttpReply, HttpRequest, refuse_repeated_field
 from gateway.links.http_log import server_logger
 from gateway.links.limits import GuardedConnection, LogThrottle, PeerLimits
+from gateway.log_safe import log_safe
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +122,31 @@ class WebSocketConnection(Roaming):
             pass
 
 
+async def serve_within_limits(handler: ConnectionHandler, ws: ServerConnection, conn: DeviceConnection,
+                              limits: PeerLimits | None, throttle: LogThrottle, own_protocol: bool = True) -> None:
+    """Serve `conn` (a device on `ws`) with `handler` in a session slot of its peer address, its
+    logins and readings limited per address (GuardedConnection); no slot: refused `too-many-sessions`
+    (the Error frame only if the device speaks this protocol, `own_protocol`), then close code 1013.
+    Without `limits`, served as it is. The device link's paths and the screen server's /device."""
+    if limits is None:
+        await handler(conn)
+        return
+    address = str(ws.remote_address[0])
+    if (refusal := limits.admit(address)) is not None:
+        throttle.warning(("sessions", address), "%s: too-many-sessions: refused: %s", conn.peer, refusal)
+        try:
+            if own_protocol:  # the endpoints' devices (xiaozhi) get just the close code
+                await ws.send(encode(Error(code="too-many-sessions", text=refusal)))
+            await ws.close(1013, "too-many-sessions")  # 1013: try again later
+        except ConnectionClosed:
+            pass
+        return
+    try:
+        await handler(GuardedConnection(conn, address, limits, throttle))
+    finally:
+        limits.release(address)
+
+
 class WebSocketLink:
     name = "websocket"
 
@@ -140,11 +169,13 @@ class WebSocketLink:
         for endpoint in self.endpoints:
             if endpoint.owns_http(request.path):
                 return await endpoint.http(request)
-        log.warning("http %s:%s: %s %s: no such endpoint", *request.remote[:2], request.method, request.path)
+        log.warning("http %s:%s: %s %s: no such endpoint", *request.remote[:2], request.method, log_safe(request.path))
         return HttpReply(404, f"nothing at {request.path}; devices connect to {self.path}\n".encode())
 
     async def _check_path(self, conn: ServerConnection, request: Request) -> Response | None:
         path = request.path.split("?", 1)[0]
+        if (refused := refuse_repeated_field(conn, request)) is not None:
+            return refused
         if path == self.path or self._endpoint(path) is not None:
             return None
         if any(e.owns_http(path) for e in self.endpoints):
@@ -152,18 +183,10 @@ class WebSocketLink:
             return Response(reply.status, HTTPStatus(reply.status).phrase,
                             Headers({"Content-Type": reply.content_type, "Content-Length": str(len(reply.body))}), reply.body)
         if path != self.path:
-            log.warning("ws %s: refused request for %s (devices connect to %s)", conn.remote_address, request.path, self.path)
+            log.warning("ws %s: refused request for %s (devices connect to %s)", conn.remote_address,
+                        log_safe(request.path), self.path)
             return conn.respond(HTTPStatus.NOT_FOUND, f"devices connect to {self.path}\n")
         return None
-
-    async def _refuse(self, ws: ServerConnection, peer: str, address: str, why: str, own_protocol: bool) -> None:
-        self._throttle.warning(("sessions", address), "%s: too-many-sessions: refused: %s", peer, why)
-        try:
-            if own_protocol:  # the endpoints' devices (xiaozhi) get just the close code
-                await ws.send(encode(Error(code="too-many-sessions", text=why)))
-            await ws.close(1013, "too-many-sessions")  # 1013: try again later
-        except ConnectionClosed:
-            pass
 
     async def serve(self, handler: ConnectionHandler, ready: asyncio.Event | None = None,
                     services: LinkServices | None = None) -> None:
@@ -174,17 +197,7 @@ class WebSocketLink:
             endpoint = self._endpoint(ws.request.path.split("?", 1)[0]) if ws.request is not None else None
             conn = endpoint.connection(ws) if endpoint else WebSocketConnection(ws, self.max_frame_bytes,
                                                                                  self.idle_s, self.idle_probe_s)
-            if self.limits is None:
-                await handler(conn)
-                return
-            address = str(ws.remote_address[0])
-            if (refusal := self.limits.admit(address)) is not None:
-                await self._refuse(ws, conn.peer, address, refusal, own_protocol=endpoint is None)
-                return
-            try:
-                await handler(GuardedConnection(conn, address, self.limits, self._throttle))
-            finally:
-                self.limits.release(address)
+            await serve_within_limits(handler, ws, conn, self.limits, self._throttle, own_protocol=endpoint is None)
 
         # Frames above 4x the protocol limit are refused by websockets itself (close code 1009),
         # so a hostile peer cannot make us buffer unbounded data; smaller oversize frames get a

@@ -12,7 +12,9 @@ page's voice box (same origin, so it also works over https).
 Watching and audio need the screen key K (gateway/screens/access.py): without it, or with a
 wrong one, the audio is 401 and the screen WebSocket is closed with code 4401 and the reason,
 each logged with the peer. The page and its script are served to anyone (they hold no data).
-It is a device link (it serves /device) on `screens.host`:`screens.port`. With TLS (the default)
+It is a device link (it serves /device) on `screens.host`:`screens.port`, within the same
+per-address limits as the device WebSocket (`limits`, `idle_s`: gateway/app_links.py hands in
+the device link's). With TLS (the default)
 the port speaks https and http: the page asked by another machine over http is redirected to
 https (browsers give the microphone only to secure pages); this machine and plain-ws screens
 keep http.
@@ -28,7 +30,9 @@ import ssl
 from pathlib import Path
 
 from gateway.links.base import ConnectionHandler, LinkServices
+from gateway.links.limits import PeerLimits
 from gateway.links.web import TextSocket, WebServer
+from gateway.log_safe import log_safe
 from gateway.screens.access import key_matches
 from gateway.screens.hub import ScreenHub
 
@@ -49,13 +53,14 @@ class ScreensServer:
     name = "screens"
 
     def __init__(self, host: str, port: int, path: str = "/screen", audio_cache: int = 64,
-                 max_frame_bytes: int = 65536, tls: ssl.SSLContext | None = None, *, key: str) -> None:
+                 max_frame_bytes: int = 65536, tls: ssl.SSLContext | None = None, *, key: str,
+                 limits: PeerLimits | None = None, idle_s: float | None = None, idle_probe_s: float = 10.0) -> None:
         if not key:
             raise ValueError("the screens need a screen key")
         self._key = key
         self.hub = ScreenHub(audio_cache, audio_query=f"?key={key}")
         self.web = WebServer(host, port, path, self._route, self._screen, DEVICE_PATH, max_frame_bytes, tls,
-                             pages=PAGES)
+                             pages=PAGES, limits=limits, idle_s=idle_s, idle_probe_s=idle_probe_s)
         self.scheme = "https" if tls is not None else "http"  # for other machines (this one: http too)
         self._path = path
 
@@ -71,7 +76,8 @@ class ScreensServer:
         given = sock.query.get("key")
         if not key_matches(given, self._key):
             reason = self._refusal(given)
-            log.warning("%s: screen refused (device %s): %s", sock.peer, sock.query.get("device", "all"), reason.split(";")[0])
+            log.warning("%s: screen refused (device %s): %s", sock.peer, log_safe(sock.query.get("device", "all")),
+                        reason.split(";")[0])
             await sock.close(KEY_REFUSED, reason[:120])  # a close reason is at most 123 bytes
             return
         await self.hub.serve_screen(sock)
