@@ -53,6 +53,8 @@ from gateway.devices.session_lease import DeviceLeases, LeasedConnection
 from gateway.engines.runner import EngineRunner
 from gateway.expression.service import ExpressionService
 from gateway.links.base import DeviceConnection, LinkClosed, ManyInFlight, Roaming
+from gateway.links.limits import LogThrottle
+from gateway.log_safe import log_safe
 from gateway.brain.contract import Brain
 from gateway.voice.conversation import Conversation
 from gateway.voice.events import BargedIn, Sink, TurnEvent, TurnEvents
@@ -86,6 +88,7 @@ class _Peer:
         self.conn = conn
         self.name = conn.peer
         self.errors = 0
+        self.reports = LogThrottle(log)  # the device's own Error reports: a line per 10 s at most
 
     async def send(self, message: Message) -> None:
         await self.conn.send(message)
@@ -259,6 +262,7 @@ async def _dispatch(peer: _Peer, conv: Conversation, services: SessionServices, 
             await peer.send(Pong(nonce=msg.nonce))
         elif isinstance(msg, (Pong, Error)):
             if isinstance(msg, Error):
-                log.warning("%s: device reported %s: %s", peer.name, msg.code, msg.text)
+                peer.reports.warning("report", "%s: device reported %s: %s", peer.name, log_safe(msg.code),
+                                     log_safe(msg.text))
         else:
             await peer.reject("bad-sequence", f"{msg.NAME} is not expected from a device here")
