@@ -23,12 +23,14 @@ from pathlib import Path
 from gateway.devices.broker_password import mosquitto_hash
 from gateway.links.base import BrokerLogins
 from gateway.links.mosquitto_log import BrokerLog
-from gateway.links.mosquitto_files import BrokerSettings, render_acl, render_config, render_passwd, usable_login
+from gateway.links.mosquitto_files import (BrokerSettings, deny_pattern, render_acl, render_config, render_passwd,
+                                           usable_login)
 
 log = logging.getLogger(__name__)
 
 INSTALL_HINT = "the embedded MQTT broker is Debian's mosquitto: install it with `sudo apt install mosquitto`"
 RESTART_FIRST_S = 0.5
+NAMES_LOGGED = 10  # device ids named in a reload's log line; the rest are counted
 RESTART_MAX_S = 30.0
 START_TIMEOUT_S = 10.0
 
@@ -79,6 +81,7 @@ class MosquittoBroker:
         self.reloads = 0
         self._log = BrokerLog(prefix, open_enrolment)
         self._reloaded = asyncio.Event()
+        self._deny_patterns: frozenset[str] = frozenset()  # the ACL's `pattern deny` topics (open enrolment)
 
     # ---- files ----------------------------------------------------------------------------------
     def _settings(self) -> BrokerSettings:
@@ -96,6 +99,7 @@ class MosquittoBroker:
 
     def _write_logins(self) -> None:
         registered = [device_id for device_id, _ in self._registry]
+        self._deny_patterns = frozenset(deny_pattern(self.prefix, device_id) for device_id in registered)
         self._log.logins(self.gateway_user, registered)
         for name, text in (("passwd", render_passwd(self.gateway_user, self._gateway_hash, self._registry)),
                            ("acl", render_acl(self._settings(), registered))):
@@ -222,7 +226,7 @@ class MosquittoBroker:
                 log.warning("mqtt broker: mosquitto did not say it reloaded its logins within 5 s")
         self.reloads += 1
         log.info("mqtt broker: device logins reloaded (%d devices; added %s, removed %s, others changed token)",
-                 len(logins), ", ".join(added) or "none", ", ".join(removed) or "none")
+                 len(logins), _names(added), _names(removed))
         return True
 
     def _warn_old_tokens(self, rows: list[tuple[str, str | None]]) -> None:
@@ -240,8 +244,27 @@ class MosquittoBroker:
             return
         if line == "Reloading config.":
             self._reloaded.set()
+        if self._own_deny_pattern(line):  # one per registered device at each load: expected, not news
+            log.debug("mqtt broker: %s", line)
+            return
         level, text = self._log.line(line)
         log.log(level, "mqtt broker: %s", text)
 
+    def _own_deny_pattern(self, line: str) -> bool:
+        """mosquitto's warning about one of the ACL's `pattern deny <prefix>/<id>/#` lines (they
+        have no %c or %u on purpose: gateway/links/mosquitto_files.py)."""
+        head, tail = "Warning: ACL pattern '", "' does not contain '%c' or '%u'."
+        if not (line.startswith(head) and line.endswith(tail)):
+            return False
+        return line[len(head):-len(tail)] in self._deny_patterns
+
     async def stop(self) -> None:
         await self._end_process()
+
+
+def _names(ids: list[str]) -> str:
+    """Device ids for a log line: at most NAMES_LOGGED of them, then how many more."""
+    if not ids:
+        return "none"
+    more = f" and {len(ids) - NAMES_LOGGED} more" if len(ids) > NAMES_LOGGED else ""
+    return ", ".join(ids[:NAMES_LOGGED]) + more

@@ -14,6 +14,14 @@ Who may do what (docs/MQTT.md "The embedded broker"):
   What remains: an anonymous client using a registered device's (or a device's using another's)
   client id takes over that session (mosquitto drops the older one) though it cannot read or write
   its topics; the gateway's own id is random, so it cannot be guessed.
+
+The ACL grows linearly with the devices (mosquitto 2.0 src/security_default.c): a client's own
+`user` section is read first and its first match decides; then the `pattern` lines, which apply
+to every client, the `deny` ones first. So one `pattern deny P/<id>/#` per registered device
+(a pattern without %c, which mosquitto warns about at each load: gateway/links/mosquitto.py logs
+those warnings at debug level) keeps every client but that device's own login (whose section
+allowed its topics already) and the gateway's (`readwrite #`) off its topics, whatever client id
+it uses; the `%c` patterns then give each client its own client id's topics.
 """
 
 from __future__ import annotations
@@ -73,17 +81,22 @@ def render_passwd(gateway_user: str, gateway_hash: str, logins: Sequence[tuple[s
     return "\n".join(rows) + "\n"
 
 
+def deny_pattern(prefix: str, device_id: str) -> str:
+    """The topic of a registered device's `pattern deny` line (open enrolment)."""
+    return f"{prefix}/{device_id}/#"
+
+
 def render_acl(s: BrokerSettings, registered: Sequence[str]) -> str:
+    """Linear in the number of devices (see the module's docstring for why it confines as it does)."""
     p = s.prefix
     out = ["# Written by the gateway (gateway/links/mosquitto_files.py) from the device registry."]
     if s.open_enrolment:
-        out.append("# anonymous clients (devices.open_enrolment): their own client id's topics, no registered id's")
-        out += [f"topic deny {p}/{device_id}/#" for device_id in registered]
+        out.append("# every client (devices.open_enrolment): its own client id's topics, no registered id's; a")
+        out.append("# device's own login is allowed its topics by its user section, read before these patterns")
+        out += [f"pattern deny {deny_pattern(p, device_id)}" for device_id in registered]
         out += [f"pattern write {p}/%c/up", f"pattern write {p}/%c/status", f"pattern read {p}/%c/down"]
     out += ["", f"user {s.gateway_user}", "topic readwrite #"]
     for device_id in registered:
         out += ["", f"user {device_id}", f"topic write {p}/{device_id}/up", f"topic write {p}/{device_id}/status",
                 f"topic read {p}/{device_id}/down"]
-        if s.open_enrolment:  # the patterns above apply to logins too, with any client id
-            out += [f"topic deny {p}/{other}/#" for other in registered if other != device_id]
     return "\n".join(out) + "\n"
