@@ -3,7 +3,8 @@
     GET  /console                the app (static/index.html); without a session: 401 + the login page
     GET  /console/login.js, /console/console.css   the login page's script and style (no data)
     GET  /console/<page>.js                        the app's scripts: common.js, one per page, chart.js (session needed)
-    POST /console/api/login      {"password"} -> a session cookie and {"csrf"}; throttled per peer
+    POST /console/api/login      {"password"} -> a session cookie and {"csrf"}; throttled per peer, and
+                                 the password checks running at once bounded (gateway/console/throttle.py)
     POST /console/api/logout
     GET  /console/api/session    {"csrf", "expires_at"}
     WS   /console/api/live       the live conversation updates (gateway/console/api_talk.py)
@@ -24,6 +25,7 @@ import asyncio
 import ipaddress
 import json
 import logging
+import math
 import os
 import re
 from collections.abc import Awaitable, Callable, Sequence
@@ -36,6 +38,7 @@ from gateway.console.routes import ApiError, ApiRequest, FileAnswer, Routes
 from gateway.console.sessions import Session, Sessions, cookie_header, cookie_token
 from gateway.console.throttle import LoginThrottle
 from gateway.links.http_front import HttpReply, HttpRequest
+from gateway.links.limits import LogThrottle
 
 if TYPE_CHECKING:
     from gateway.links.web import TextSocket
@@ -89,6 +92,8 @@ class ConsoleServer:
         self._tls_available = tls_available
         self._files = {name: (STATIC / name).read_bytes() for name in [*PUBLIC, *PRIVATE, "index.html", "login.html"]}
         self._hash: tuple[int, str] | None = None  # (mtime_ns, stored hash) of the password file
+        self._checks: set[asyncio.Future[bool | None]] = set()  # password checks running (see `_check`)
+        self._log_throttle = LogThrottle(log)  # refused logins: a line per address and reason per 10 s
 
     def _stored(self) -> str:
         """The stored password hash (re-read when the file changed: another process may set it)."""
@@ -138,9 +143,14 @@ class ConsoleServer:
 
     async def run(self) -> None:
         """The console's background work (Gateway.serve runs it once, whatever serves the pages)."""
-        async with asyncio.TaskGroup() as tg:
-            for work in self._background:
-                tg.create_task(work())
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for work in self._background:
+                    tg.create_task(work())
+        finally:  # the gateway stops: password checks still running end with it
+            for check in list(self._checks):
+                check.cancel()
+            await asyncio.gather(*self._checks, return_exceptions=True)
 
     async def upgrade(self, request: HttpRequest) -> HttpReply | None:
         """The live WebSocket: accepted (None) with a session from the console's own origin."""
@@ -202,10 +212,6 @@ class ConsoleServer:
         if refused := self._origin_refusal(request):
             log.warning("%s: login refused: %s", peer, refused)
             return _json(403, {"error": "forbidden", "message": refused})
-        if (wait := self._throttle.retry_after(address)) > 0:
-            log.warning("%s: login refused: too many wrong passwords, %.0f s to wait", peer, wait)
-            return _json(429, {"error": "throttled", "message": f"too many wrong passwords; try again in {wait:.0f} s"},
-                         ("Retry-After", str(int(wait) + 1)))
         try:
             password = json.loads(request.body).get("password")
         except (ValueError, AttributeError):
@@ -215,20 +221,42 @@ class ConsoleServer:
         stored = self._stored()
         if not stored:
             return _json(503, {"error": "no-password", "message": "no console password is set: run `gateway console password`"})
-        try:
-            ok = await asyncio.to_thread(self._password.verify, password)  # scrypt: ~50 ms of CPU
-        except PasswordError as exc:
-            log.error("console: %s", exc)
-            return _json(503, {"error": "no-password", "message": str(exc)})
+        if (refusal := self._throttle.begin(address)) is not None:  # reserved before the check runs
+            wait = math.ceil(refusal.wait_s)
+            self._log_throttle.warning(("login", address, refusal.status), "%s: login refused (%d): %s, %d s to wait",
+                                       peer, refusal.status, refusal.why, wait)
+            return _json(refusal.status, {"error": "throttled" if refusal.status == 429 else "busy",
+                                          "message": f"{refusal.why}; try again in {wait} s"}, ("Retry-After", str(wait)))
+        check = asyncio.ensure_future(self._check(password, address, peer))
+        self._checks.add(check)  # runs on if the request goes away: it holds its place until done
+        check.add_done_callback(self._checks.discard)
+        ok = await asyncio.shield(check)
+        if ok is None:
+            return _json(503, {"error": "no-password", "message": "the console password file is broken; set it again "
+                                                                  "with `gateway console password`"})
         if not ok:
-            wait = self._throttle.failed(address)
-            log.warning("%s: login failed: wrong password%s", peer, f" (locked out for {wait:.0f} s)" if wait else "")
             return _json(401, {"error": "wrong-password", "message": "wrong password"})
         self._throttle.succeeded(address)
         session = await self._sessions.create(stored)
         log.info("%s: logged in", peer)
         return _json(200, {"csrf": session.csrf, "expires_at": session.expires_at},
                      ("Set-Cookie", cookie_header(session, request.secure, self._sessions.ttl_s)))
+
+    async def _check(self, password: str, address: str, peer: str) -> bool | None:
+        """One password check reserved with the throttle (scrypt: ~50 ms of CPU, off the loop): its
+        place given back and a wrong password counted in the same step, also when the request that
+        asked for it went away meanwhile. None: the password file is broken."""
+        try:
+            ok = await asyncio.to_thread(self._password.verify, password)
+        except PasswordError as exc:
+            log.error("console: %s", exc)
+            return None
+        finally:
+            self._throttle.end(address)
+        if not ok:
+            wait = self._throttle.failed(address)
+            log.warning("%s: login failed: wrong password%s", peer, f" (locked out for {wait:.0f} s)" if wait else "")
+        return ok
 
     async def _api(self, request: HttpRequest, path: str, peer: str) -> HttpReply:
         handler = self._routes.get((request.method, path))
