@@ -5,6 +5,10 @@ memory's rules (`MemoryService.active_rules`).
     GET readings?person=P&kind=K&days=D   {"readings": [...] oldest first, "kinds", "people", "thresholds"}
     GET readings.csv?person=P&kind=K&days=D   the same rows as CSV
 
+A text cell of the CSV that a spreadsheet would take for a formula (it begins with = + - @, a tab
+or a carriage return: a device's unit, id or kind) starts with a single quote, as OWASP advises
+against CSV injection; the values stay numbers.
+
 A reading belongs to the person its device is mapped to (memory.users, else the device's own).
 """
 
@@ -23,6 +27,7 @@ from gateway.devices.readings import StoredRow
 DAY_S = 86400.0
 MAX_ROWS = 20000
 PERIODS = {"1": 1, "7": 7, "30": 30, "365": 365}  # day, week, month, year
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # a cell starting so is a formula to a spreadsheet
 
 RulesOf = Callable[[str], Awaitable[list[Any]]]  # person -> the memory's active rules (Nodes), [] without memory
 
@@ -31,6 +36,11 @@ def _shown(value: float) -> float:
     """A value as the device meant it: readings travel as float32, so 37.1 arrives as
     37.099998474121094; float32 holds about 7 significant digits, and so does what is shown."""
     return float(f"{value:.7g}")
+
+
+def _cell(text: str) -> str:
+    """A text cell a spreadsheet shows as text: "=HYPERLINK(...)" -> "'=HYPERLINK(...)"."""
+    return "'" + text if text.startswith(FORMULA_START) else text
 
 
 def _tag(tags: tuple[str, ...], ns: str) -> str | None:
@@ -87,7 +97,8 @@ class ReadingsApi:
         writer.writerow(["id", "measured_at_utc", "device_id", "person", "kind", "name", "value", "unit"])
         for r in rows:
             for name, value in r.values.items():
-                writer.writerow([r.reading_id, r.measured_at.isoformat(timespec="seconds"), r.device_id,
-                                 self._person_of(r.device_id), r.kind, name, _shown(value), r.units.get(name, "")])
+                writer.writerow([r.reading_id, r.measured_at.isoformat(timespec="seconds"), _cell(r.device_id),
+                                 _cell(self._person_of(r.device_id)), _cell(r.kind), _cell(name), _shown(value),
+                                 _cell(r.units.get(name, ""))])
         name = "-".join(x for x in ("readings", person, kind) if x) + ".csv"
         return FileAnswer("text/csv; charset=utf-8", out.getvalue().encode(), name)
