@@ -74,7 +74,8 @@ CREATE TABLE IF NOT EXISTS activations (
     details     TEXT NOT NULL DEFAULT '',
     created_at  REAL NOT NULL,
     expires_at  REAL NOT NULL,
-    approved_at REAL
+    approved_at REAL,
+    client_hash TEXT  -- SHA-256 of the Client-Id the code was given to: only it claims the token
 );
 -- the person each device belongs to, set from the console (gateway/devices/people.py); it
 -- overrides memory.users of gateway.yaml for that device
@@ -100,6 +101,8 @@ def connect(path: Path) -> sqlite3.Connection:
     if "client_hash" not in columns:  # a database from before the Client-Id binding: bound at next OTA
         conn.execute("ALTER TABLE devices ADD COLUMN client_hash TEXT")
         conn.execute("ALTER TABLE devices ADD COLUMN open_enrolled INTEGER NOT NULL DEFAULT 0")
+    if "client_hash" not in {row[1] for row in conn.execute("PRAGMA table_info(activations)")}:
+        conn.execute("ALTER TABLE activations ADD COLUMN client_hash TEXT")  # codes from before: any claims
     return conn
 
 

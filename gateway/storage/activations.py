@@ -5,7 +5,7 @@ it in the shared `devices` table in the same transaction that forgets the code (
 approved twice or registered without its code being consumed).
 
 The rules are SQLite's (codes valid `ttl_s` from issue, an approval as long again, an expired row
-deleted at the next offer). Offers take a transaction-level advisory lock, so two gateways asked
+deleted at the next offer, a code claimed only with the Client-Id it was given to). Offers take a transaction-level advisory lock, so two gateways asked
 by one box at the same instant give it one code, and two boxes never share one.
 """
 
@@ -17,10 +17,10 @@ from collections.abc import Callable
 
 from psycopg_pool import AsyncConnectionPool
 
-from gateway.devices.activation import PendingActivation, free_code
+from gateway.devices.activation import PendingActivation, claimable, client_hash_of, free_code, replaced
 from gateway.storage.devices import register
 
-_COLUMNS = "device_id, code, challenge, details, created_at, expires_at, approved_at"
+_COLUMNS = "device_id, code, challenge, details, created_at, expires_at, approved_at, client_hash"
 _OFFER_LOCK = 0x6163_7476  # pg_advisory_xact_lock key of the offers ("actv")
 
 
@@ -33,20 +33,23 @@ class PostgresActivations:
     def now(self) -> float:
         return self._clock()
 
-    async def offer(self, device_id: str, details: str) -> PendingActivation:
+    async def offer(self, device_id: str, details: str, client_id: str = "") -> PendingActivation:
         now = self._clock()
+        client_hash = client_hash_of(client_id)
         async with self._pool.connection() as conn, conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_OFFER_LOCK,))
             await conn.execute("DELETE FROM activations WHERE expires_at <= %s", (now,))
             row = await (await conn.execute(f"SELECT {_COLUMNS} FROM activations WHERE device_id = %s",
                                             (device_id,))).fetchone()
-            if row is not None:
+            if row is not None and not replaced(PendingActivation(*row), client_hash):
                 return PendingActivation(*row)
+            await conn.execute("DELETE FROM activations WHERE device_id = %s", (device_id,))
             taken = {code for (code,) in await (await conn.execute("SELECT code FROM activations")).fetchall()}
-            found = PendingActivation(device_id, free_code(taken), secrets.token_hex(16), details, now, now + self.ttl_s)
-            await conn.execute(f"INSERT INTO activations ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, NULL)",
+            found = PendingActivation(device_id, free_code(taken), secrets.token_hex(16), details, now, now + self.ttl_s,
+                                      None, client_hash)
+            await conn.execute(f"INSERT INTO activations ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, NULL, %s)",
                                (found.device_id, found.code, found.challenge, found.details, found.created_at,
-                                found.expires_at))
+                                found.expires_at, client_hash))
             return found
 
     async def state(self, device_id: str) -> PendingActivation | None:
@@ -55,12 +58,18 @@ class PostgresActivations:
                                             (device_id, self._clock()))).fetchone()
         return PendingActivation(*row) if row else None
 
-    async def claim(self, device_id: str, name: str) -> str | None:
+    async def claim(self, device_id: str, name: str, client_id: str = "") -> str | None:
+        client_hash = client_hash_of(client_id)
         async with self._pool.connection() as conn, conn.transaction():
             row = await (await conn.execute(
-                "DELETE FROM activations WHERE device_id = %s AND expires_at > %s AND approved_at IS NOT NULL"
-                " RETURNING device_id", (device_id, self._clock()))).fetchone()
-            return await register(conn, device_id, name) if row is not None else None
+                f"SELECT {_COLUMNS} FROM activations WHERE device_id = %s AND expires_at > %s FOR UPDATE",
+                (device_id, self._clock()))).fetchone()
+            if row is None or not claimable(PendingActivation(*row), client_hash):
+                return None
+            await conn.execute("DELETE FROM activations WHERE device_id = %s", (device_id,))
+            token = await register(conn, device_id, name)
+            await conn.execute("UPDATE devices SET client_hash = %s WHERE device_id = %s", (client_hash, device_id))
+            return token
 
     async def approve(self, code: str) -> PendingActivation | None:
         now = self._clock()

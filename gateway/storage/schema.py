@@ -135,10 +135,12 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 4: a xiaozhi box bound to its Client-Id at its first OTA request, and which devices were
     # created by open enrolment (gateway/devices/auth.py enrol_box); devices registered before
-    # have no binding and are bound at their next OTA request (trust on first use)
+    # have no binding and are bound at their next OTA request (trust on first use). An activation
+    # code belongs to the Client-Id it was given to (gateway/devices/activation.py)
     """
     ALTER TABLE devices ADD COLUMN client_hash text;
     ALTER TABLE devices ADD COLUMN open_enrolled integer NOT NULL DEFAULT 0;  -- 1: as SQLite's
+    ALTER TABLE activations ADD COLUMN client_hash text;
     """,
 )
 

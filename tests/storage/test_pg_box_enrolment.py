@@ -1,7 +1,8 @@
 """A xiaozhi box's self-enrolment on PostgreSQL, shared by several gateways: bound to its Client-Id at
 its first registration, a new token with that Client-Id from any gateway, another Client-Id refused
 (its token and name untouched); the cap on open-enrolled devices holds across gateways asked at
-once; a database of schema 3 migrates and its devices are bound at their next request."""
+once; a database of schema 3 migrates and its devices are bound at their next request; an
+approved activation code is claimed only with the Client-Id it was given to."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import psycopg
 
 from gateway.config import parse_config
 from gateway.devices.auth import BOUND, FULL, NOT_ADMITTED, OTHER_CLIENT, REGISTERED, RENEWED
+from gateway.storage.activations import PostgresActivations
 from gateway.storage.devices import PostgresDeviceRegistry
 from gateway.storage.pool import open_pool
 from gateway.storage.schema import MIGRATIONS, migrate
@@ -86,3 +88,23 @@ async def test_a_database_of_schema_3_migrates_and_its_boxes_are_bound_at_their_
         assert (await registry.get_device("xiaozhi-9")).name == "old"
     finally:
         await pool.close()
+
+
+async def test_an_approved_code_is_claimed_only_with_its_client_id_on_any_gateway(postgres_dsn: str) -> None:
+    pools = [await open_pool(postgres_dsn, STORAGE) for _ in range(2)]
+    try:
+        a, b = (PostgresActivations(p, 600) for p in pools)
+        await b.offer("xiaozhi-7", "MAC 7", "uuid-stranger")  # asked first with the box's MAC
+        code = (await a.offer("xiaozhi-7", "MAC 7", "uuid-box")).code  # the box's own replaces it
+        assert (await b.offer("xiaozhi-7", "MAC 7", "uuid-box")).code == code
+        assert (await b.approve(code)).approved
+        assert (await a.offer("xiaozhi-7", "MAC 7", "uuid-stranger")).code == code  # approved: kept for the box
+        assert await a.claim("xiaozhi-7", "x", "uuid-stranger") is None
+        claims = await asyncio.gather(a.claim("xiaozhi-7", "box", "uuid-box"), b.claim("xiaozhi-7", "box", "uuid-box"))
+        [token] = [t for t in claims if t]  # handed over once
+        registry = PostgresDeviceRegistry(pools[1])
+        assert await registry.check_token("xiaozhi-7", token) is True
+        assert (await registry.enrol_box("xiaozhi-7", "", "uuid-stranger", True, 10)).outcome == OTHER_CLIENT
+    finally:
+        for p in pools:
+            await p.close()

@@ -13,7 +13,8 @@ address (`xiaozhi.enrolments_per_hour_per_address`, then 429) and in total
 (`xiaozhi.max_enrolled_boxes`, then 403); refusals are logged once per address and interval.
 Off, a registered box gets the URL without a token (it keeps the
 one it has) and an unknown box an `activation` section instead of `websocket`: a 6-digit code it
-shows and speaks, a message, a challenge and `timeout_ms` (gateway/devices/activation.py). The
+shows and speaks, a message, a challenge and `timeout_ms` (gateway/devices/activation.py; the code
+belongs to the box's Client-Id: only a request with it claims the approved token). The
 box then POSTs `<ota_url>/activate` every 3 s (at most ten times, then it asks the OTA again):
 202 while the owner has not typed `gateway devices activate CODE`, 200 once approved; its next
 OTA request gets `websocket {url, token}`. The /activate body of a box with an eFuse serial number
@@ -168,7 +169,8 @@ class OtaService:
         if await self.enrolment.is_registered(device_id):
             log.info("%s (%s): registered box %s bootstrapped (keeps its token), WebSocket %s", peer, mac, device_id, url)
             return {"url": url}
-        token = await self.activations.claim(device_id, _name(request, mac)) if self.activations else None
+        client_id = request.headers.get("Client-Id", "").strip()
+        token = await self.activations.claim(device_id, _name(request, mac), client_id) if self.activations else None
         if token is not None:
             log.info("%s (%s): box %s activated by its owner: registered, token issued, WebSocket %s", peer, mac, device_id, url)
             return {"url": url, "token": token}
@@ -230,7 +232,7 @@ class OtaService:
         board = info.get("board") if isinstance(info.get("board"), dict) else {}
         details = (f"MAC {mac}, Client-Id {request.headers.get('Client-Id', '') or '-'}, "
                    f"board {board.get('type') or request.headers.get('User-Agent', '') or '?'}, firmware {version or '?'}")
-        pending = await self.activations.offer(device_id, details)
+        pending = await self.activations.offer(device_id, details, request.headers.get("Client-Id", "").strip())
         left_ms = max(0, int((pending.expires_at - self.activations.now()) * 1000))
         if pending.approved:  # approved between the claim above and this offer: the next request claims it
             log.info("%s (%s): box %s approved, waiting for it to ask again", peer, mac, device_id)

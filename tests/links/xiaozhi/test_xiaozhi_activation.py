@@ -6,6 +6,7 @@ refused with a clear message."""
 from __future__ import annotations
 
 import argparse
+import uuid
 from collections.abc import AsyncIterator
 
 import pytest
@@ -14,7 +15,7 @@ import pytest_asyncio
 from gateway.cli.devices import run_devices
 from gateway.config import GatewayConfig
 from gateway.devices import activation
-from gateway.devices.auth import check_token
+from gateway.devices.auth import OTHER_CLIENT, RENEWED, check_token, enrol_box
 from gateway.devices.database import connect
 from tests.links.xiaozhi.box import XiaozhiBox, http_post
 from tests.links.xiaozhi.conftest import serve_xiaozhi, xiaozhi_cfg
@@ -132,4 +133,45 @@ def test_two_waiting_boxes_get_different_codes(tmp_path):
     conn = connect(tmp_path / "g.db")
     codes = {activation.offer(conn, f"xiaozhi-{i}", "", 600, now=0.0).code for i in range(50)}
     assert len(codes) == 50 and all(activation.valid_code(c) for c in codes)
+    conn.close()
+
+
+async def test_the_approved_token_goes_only_to_the_client_id_that_got_the_code(closed, capsys):
+    """Someone who knows the box's MAC (it is in every Wi-Fi frame) and asks the OTA URL in a loop
+    must not be handed the token the owner approved for the box."""
+    base, cfg = closed
+    box = XiaozhiBox(mac="a0:b1:c2:ac:00:09")
+    stranger = XiaozhiBox(mac="a0:b1:c2:ac:00:09", client_id=str(uuid.uuid4()))
+    await stranger.ota(base + OTA)  # asks first: a code of its own
+    await box.ota(base + OTA)  # the box's request replaces it: the box shows its own code
+    assert box.activation["code"] != stranger.activation["code"]
+    rc, _ = cli(cfg, capsys, "activate", stranger.activation["code"])
+    assert rc == 1  # replaced: approves nothing
+    rc, out = cli(cfg, capsys, "activate", box.activation["code"])  # the owner types what the box shows
+    assert rc == 0 and "xiaozhi-a0b1c2ac0009 approved" in out
+    status, reply = await stranger.ota(base + OTA)  # it polls, with the box's MAC
+    assert status == 200 and "websocket" not in reply and not stranger.token
+    assert await box.activate(base + OTA) == 200
+    status, reply = await box.ota(base + OTA)
+    assert status == 200 and box.token and await stranger.ota(base + OTA) and not stranger.token
+    hello = await box.open()
+    assert hello["type"] == "hello"
+    await box.close()
+    conn = connect(cfg.path(cfg.devices.database))
+    try:  # bound to the box's Client-Id: with enrolment opened later, the stranger is refused
+        assert enrol_box(conn, "xiaozhi-a0b1c2ac0009", "", stranger.client_id, True, 10).outcome == OTHER_CLIENT
+        assert enrol_box(conn, "xiaozhi-a0b1c2ac0009", "", box.client_id, True, 10).outcome == RENEWED
+    finally:
+        conn.close()
+
+
+def test_a_code_is_claimed_only_with_the_client_id_it_was_given_to(tmp_path):
+    conn = connect(tmp_path / "g.db")
+    code = activation.offer(conn, "xiaozhi-1", "MAC 1", 600, now=0.0, client_id="uuid-box").code
+    assert activation.offer(conn, "xiaozhi-1", "MAC 1", 600, now=1.0, client_id="uuid-box").code == code
+    activation.approve(conn, code, 600, now=2.0)
+    assert activation.offer(conn, "xiaozhi-1", "x", 600, now=3.0, client_id="uuid-other").code == code  # approved: kept
+    assert activation.claim(conn, "xiaozhi-1", "x", now=4.0, client_id="uuid-other") is None
+    assert activation.claim(conn, "xiaozhi-1", "x", now=4.0) is None  # no Client-Id: nor
+    assert activation.claim(conn, "xiaozhi-1", "box", now=5.0, client_id="uuid-box")
     conn.close()
