@@ -11,6 +11,7 @@ addresses is kept (the least recently used are forgotten); the registry's own ca
 
 from __future__ import annotations
 
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -59,4 +60,4 @@ class NewBoxLimit:
         bucket = self._bucket(address)
         if bucket.slots >= 1 or self.per_hour <= 0:
             return 0
-        return int((1 - bucket.slots) * 3600 / self.per_hour) + 1
+        return max(1, math.ceil((1 - bucket.slots) * 3600 / self.per_hour - 1e-6))

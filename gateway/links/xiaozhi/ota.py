@@ -11,11 +11,10 @@ Client-Id is refused 403, so a MAC is not enough to take a box over; a box regis
 binding is bound at its next request, trust on first use). New registrations are limited per
 address (`xiaozhi.enrolments_per_hour_per_address`, then 429) and in total
 (`xiaozhi.max_enrolled_boxes`, then 403); refusals are logged once per address and interval.
-Off, a registered box gets the URL without a token (it keeps the
-one it has) and an unknown box an `activation` section instead of `websocket`: a 6-digit code it
-shows and speaks, a message, a challenge and `timeout_ms` (gateway/devices/activation.py; the code
-belongs to the box's Client-Id: only a request with it claims the approved token). The
-box then POSTs `<ota_url>/activate` every 3 s (at most ten times, then it asks the OTA again):
+Off, a registered box gets the URL without a token (it keeps the one it has) and an unknown box an
+`activation` section instead of `websocket`: a 6-digit code it shows and speaks, a message, a
+challenge and `timeout_ms` (gateway/devices/activation.py; the code belongs to the box's
+Client-Id: only a request with it claims the approved token). The box then POSTs `<ota_url>/activate` every 3 s (at most ten times, then it asks the OTA again):
 202 while the owner has not typed `gateway devices activate CODE`, 200 once approved; its next
 OTA request gets `websocket {url, token}`. The /activate body of a box with an eFuse serial number
 is `{algorithm: hmac-sha256, serial_number, challenge, hmac}`: the HMAC is keyed with the box's
