@@ -39,6 +39,7 @@ from gateway.console.sessions import Session, Sessions, cookie_header, cookie_to
 from gateway.console.throttle import LoginThrottle
 from gateway.links.http_front import HttpReply, HttpRequest
 from gateway.links.limits import LogThrottle
+from gateway.log_safe import log_safe
 
 if TYPE_CHECKING:
     from gateway.links.web import TextSocket
@@ -121,7 +122,7 @@ class ConsoleServer:
                 return _json(401, {"error": "login-needed", "message": "log in first (POST /console/api/login)"})
             return self._static("login.html", "text/html", 401)
         if request.method != "GET" and (refused := self._write_refusal(request, session)):
-            log.warning("%s: %s /console/%s refused: %s", peer, request.method, rest, refused)
+            log.warning("%s: %s /console/%s refused: %s", peer, request.method, log_safe(rest), refused)
             return _json(403, {"error": "forbidden", "message": refused})
         if request.method == "GET" and rest in ("", "index.html"):
             return self._static("index.html", "text/html")
@@ -157,7 +158,7 @@ class ConsoleServer:
         peer = f"console {request.remote[0]}:{request.remote[1]}"
         rest = request.path[len(self.prefix):].lstrip("/")
         if self._sessions.get(cookie_token(request.headers.get("Cookie")), self._stored()) is None:
-            log.warning("%s: WebSocket /console/%s refused: no session", peer, rest)
+            log.warning("%s: WebSocket /console/%s refused: no session", peer, log_safe(rest))
             return _json(401, {"error": "login-needed", "message": "log in first (POST /console/api/login)"})
         if rest != LIVE or self._live is None:
             return _json(404, {"error": "not-found", "message": f"no WebSocket at {request.path}"})
@@ -169,7 +170,7 @@ class ConsoleServer:
             refused = f"cross-site WebSocket from {origin!r} (expected {expected!r})"
         else:
             return None
-        log.warning("%s: WebSocket /console/%s refused: %s", peer, rest, refused)
+        log.warning("%s: WebSocket /console/%s refused: %s", peer, log_safe(rest), refused)
         return _json(403, {"error": "forbidden", "message": refused})
 
     async def socket(self, sock: TextSocket) -> None:

@@ -33,6 +33,7 @@ def _cfg(tmp_path: Path) -> GatewayConfig:
                          "screens": {"host": "127.0.0.1", "port": 0, "tls": False,
                                      "access_key": str(tmp_path / "screens-key")},
                          "server": {"host": "127.0.0.1", "websocket_port": 0},
+                         "console": {"password_file": str(tmp_path / "console-password")},
                          "devices": {"database": str(tmp_path / "gateway.db")}}, ROOT)
 
 
@@ -82,6 +83,22 @@ async def test_a_screen_device_name_with_a_line_feed_is_logged_escaped(
     _one_line_each(caplog)
     refused = [r.getMessage() for r in caplog.records if "screen refused" in r.getMessage()]
     assert len(refused) == 1 and "(device kitchen\\nWARNING gateway.console.server:" in refused[0]
+
+
+async def test_a_console_path_with_control_characters_is_logged_escaped(
+        tmp_path: Path, fake_runner: EngineRunner, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    async with serving(_cfg(tmp_path), fake_runner) as (_, screens_port):
+        reader, writer = await asyncio.open_connection("127.0.0.1", screens_port)
+        writer.write(b"GET /console/api/live\x1b[2J\x07 HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+                     b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                     b"Sec-WebSocket-Version: 13\r\n\r\n")
+        answer = await asyncio.wait_for(reader.read(), 30)
+        writer.close()
+    assert answer.startswith(b"HTTP/1.1 401 ")  # no session
+    _one_line_each(caplog)
+    refused = [r.getMessage() for r in caplog.records if "refused: no session" in r.getMessage()]
+    assert len(refused) == 1 and "/console/api/live\\x1b[2J\\x07 refused" in refused[0], refused
 
 
 async def test_a_device_error_report_is_escaped_cut_and_throttled(

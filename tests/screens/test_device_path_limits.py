@@ -33,6 +33,7 @@ def _cfg(tmp_path: Path, server: dict | None = None, devices: dict | None = None
                          "screens": {"host": "127.0.0.1", "port": 0, "tls": False,
                                      "access_key": str(tmp_path / "screens-key")},
                          "server": {"host": "127.0.0.1", "websocket_port": 0, **(server or {})},
+                         "console": {"password_file": str(tmp_path / "console-password")},
                          "devices": {"database": str(tmp_path / "gateway.db"), **(devices or {})}}, ROOT)
 
 
