@@ -4,7 +4,8 @@ websockets answers only GET (upgrades, and `process_request` for plain GETs) and
 other method before a hook could see it. `HttpFrontConnection` is the websockets connection with
 a look at the request line first: a GET goes on to websockets unchanged; another method (POST)
 is read here (headers, a body of at most `max_body` bytes) and answered by `handler`, then the
-connection is closed. A peer that sends no complete request within `timeout` s is dropped.
+connection is closed. A connection whose request is not complete and answered within `timeout` s
+(from when it connected) is closed, with a log line saying which of the two it lacked.
 Once the request is complete nothing more is read from the peer until it is answered (TCP flow
 control holds it back): at most the head (`MAX_HEAD`) and the body (`max_body`) are held, however
 much it sends. A malformed request line, an over-long head or body, or a field given twice that
@@ -146,7 +147,8 @@ class HttpFrontConnection(ServerConnection):
 
     def _expire(self) -> None:
         if self._mode != "ws" and self._front is not None:
-            log.warning("http %s: no complete request within %.0f s; closed", self._peer(), self._timeout)
+            what = "not answered" if self._complete else "no complete request"  # (its handler took that long)
+            log.warning("http %s: %s within %.0f s; closed", self._peer(), what, self._timeout)
             self._front.close()
 
     def _peer(self) -> str:
