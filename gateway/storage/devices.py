@@ -10,12 +10,14 @@ import secrets
 import time
 from datetime import UTC, datetime
 
+import psycopg
 from psycopg import AsyncConnection
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from gateway.devices.auth import (BOUND, FULL, NOT_ADMITTED, REGISTERED, RENEWED, DeviceRecord, Enrolled,
                                   enrolment_outcome, hash_token)
 from gateway.devices.broker_password import mosquitto_hash
+from gateway.devices.reading_store import StorageFailed
 
 _ENROL_LOCK = 0x656E_726C  # pg_advisory_xact_lock key of the boxes' self-enrolment ("enrl")
 
@@ -43,15 +45,21 @@ class PostgresDeviceRegistry:
         self._pool = pool
 
     async def check_token(self, device_id: str, token: str) -> bool | None:
-        async with self._pool.connection() as conn:
-            row = await (await conn.execute("SELECT token_hash FROM devices WHERE device_id = %s",
-                                            (device_id,))).fetchone()
-            if row is None:
-                return None
-            ok = hmac.compare_digest(row[0], hash_token(token))
-            if ok:
-                await conn.execute("UPDATE devices SET last_seen = %s WHERE device_id = %s", (time.time(), device_id))
-            return ok
+        try:
+            async with self._pool.connection() as conn:
+                row = await (await conn.execute("SELECT token_hash FROM devices WHERE device_id = %s",
+                                                (device_id,))).fetchone()
+                if row is None:
+                    return None
+                ok = hmac.compare_digest(row[0], hash_token(token))
+                if ok:
+                    await conn.execute("UPDATE devices SET last_seen = %s WHERE device_id = %s",
+                                       (time.time(), device_id))
+                return ok
+        except PoolTimeout as exc:  # the Hello is refused storage-failed, as with SQLite's errors
+            raise StorageFailed(f"PostgreSQL unreachable: {exc}") from exc
+        except psycopg.Error as exc:
+            raise StorageFailed(f"PostgreSQL error: {exc}") from exc
 
     async def add_device(self, device_id: str, name: str = "") -> str:
         async with self._pool.connection() as conn:

@@ -44,3 +44,24 @@ async def test_a_device_registered_on_one_gateway_logs_in_on_another(postgres_ds
     finally:
         for p in pools:
             await p.close()
+
+
+async def test_a_database_failure_during_the_token_check_refuses_the_hello_storage_failed(postgres_dsn: str) -> None:
+    """PostgreSQL failing under the token check is a refusal the device understands (storage-failed),
+    not an exception out of the session, as with SQLite's errors."""
+    pool = await open_pool(postgres_dsn, STORAGE)
+    try:
+        registry = PostgresDeviceRegistry(pool)
+        token = await registry.add_device("box-pg-down", "")
+        async with pool.connection() as conn:
+            await conn.execute("ALTER TABLE devices RENAME TO devices_away")
+        try:
+            with pytest.raises(AuthRefused) as refused:
+                await Authenticator(registry, open_enrolment=False).check(hello("box-pg-down", token), "peer-d")
+            assert refused.value.code == "storage-failed" and "PostgreSQL error" in str(refused.value)
+        finally:
+            async with pool.connection() as conn:
+                await conn.execute("ALTER TABLE devices_away RENAME TO devices")
+        assert await registry.check_token("box-pg-down", token) is True
+    finally:
+        await pool.close()
