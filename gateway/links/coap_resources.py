@@ -63,7 +63,15 @@ class GatewayResources(resource.Resource, interfaces.ObservableResource, resourc
         self._link = link
 
     async def needs_blockwise_assembly(self, request: aiocoap.Message) -> bool:
-        return not self._oversized(request)  # an oversized upload is refused block by block, never buffered
+        """Only uploads within the size limit to a live session whose token they carry are put
+        together (aiocoap keeps the blocks for minutes); the rest is refused at its first block, so
+        nobody without a session can make the gateway hold unfinished uploads."""
+        return not self._oversized(request) and (request.opt.block1 is None or self._in_session(request))
+
+    def _in_session(self, request: aiocoap.Message) -> bool:
+        target = parse_target(request.opt.uri_path)
+        conn = self._link.connections.get(target[0]) if target is not None else None
+        return conn is not None and holds_token(conn, session_token(request))
 
     def _oversized(self, request: aiocoap.Message) -> bool:
         """A block-wise upload that is (or says it will be, Size1) larger than a message may be."""
@@ -115,6 +123,10 @@ class GatewayResources(resource.Resource, interfaces.ObservableResource, resourc
                                 f"a message is at most {limit} bytes (server.max_frame_bytes)")
             too_large.opt.size1 = limit
             return too_large
+        if request.opt.block1 is not None and not self._in_session(request):  # not put together: refused
+            refused = self._session(device_id, request, f"block-wise {request.code} /gw/{device_id}/{channel}")
+            if isinstance(refused, aiocoap.Message):
+                return refused
         if channel == "up" and request.code == aiocoap.POST:
             return await self._post_up(device_id, request)
         if channel == "down" and request.code == aiocoap.GET:

@@ -11,14 +11,17 @@ import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import aiocoap
 import pytest
 import pytest_asyncio
+from aiocoap.optiontypes import BlockOption
 
 from firmware_protocol import Error, Hello, ReadingStatus, ReplyText, SensorReading, TextInput, encode
 from gateway.app import Gateway
 from gateway.config import parse_config
 from gateway.devices.auth import add_device
 from gateway.links.coap import CoapLink
+from gateway.links.coap_resources import GatewayResources
 from tests.links.test_coap_link import BaseUri, coap_client, coap_raw, free_udp_port, hello, post
 
 pytestmark = [
@@ -159,3 +162,39 @@ async def test_a_block_wise_upload_larger_than_a_message_is_refused_413_before_i
         f"4.13 frame-too-large: a message is at most {base.link.max_frame_bytes} bytes (server.max_frame_bytes)")
     assert f"POST /gw/{B}/up refused: frame-too-large (block-wise upload beyond" in caplog.text
     await b_is_still_served(base, gateway, token, tmp_path, seq=7)
+
+
+@pytest.mark.parametrize(("path", "answer"), [
+    ("/coap-nobody/up", "4.04 hello-required"),  # no session at all
+    (f"/{B}/up", "4.01 session-token-missing"),  # B's session, without its token
+])
+async def test_a_block_wise_upload_without_a_session_is_refused_at_its_first_block(session_b, tmp_path, caplog, path, answer):
+    """Before, aiocoap put such uploads together first (keeping the blocks for minutes, for anyone)."""
+    base, gateway, token = session_b
+    big = tmp_path / "big.bin"
+    big.write_bytes(encode(TextInput("x" * 3000)))  # within the size limit, in 1 KiB blocks
+    with caplog.at_level(logging.WARNING, logger="gateway.links.coap"):
+        out, err = await coap_raw("-m", "post", "-b", "1024", "-f", str(big), f"{base}{path}")
+    assert err.startswith(answer), (out, err)
+    if answer.startswith("4.01"):  # an attempt on a live session is logged with its address
+        assert f"/gw/{B}/up refused: session-token-missing" in caplog.text
+    await b_is_still_served(base, gateway, token, tmp_path, seq=11)
+
+
+async def test_a_block_wise_upload_within_bs_session_is_put_together_and_answered(session_b, tmp_path):
+    base, gateway, token = session_b
+    big = tmp_path / "big.bin"
+    big.write_bytes(encode(TextInput("x" * 3000)))
+    out, err = await coap_raw("-m", "post", "-b", "1024", "-f", str(big), f"{base}/{B}/up?s={token}")
+    assert not err.startswith("4.") and not err.startswith("5."), (out, err)
+    assert B in gateway.registry.connected()
+
+
+@pytest.mark.parametrize(("path", "with_token", "assembled"), [
+    (("gw", "coap-nobody", "up"), False, False), (("gw", B, "up"), False, False), (("gw", B, "up"), True, True)])
+async def test_only_block_wise_uploads_to_a_session_with_its_token_are_put_together(session_b, path, with_token, assembled):
+    base, _, token = session_b
+    first_block = aiocoap.Message(code=aiocoap.POST, uri_path=path, payload=b"\x11" * 1024,
+                                  uri_query=[f"s={token}"] if with_token else [],
+                                  block1=BlockOption.BlockwiseTuple(0, True, 6))
+    assert await GatewayResources(base.link).needs_blockwise_assembly(first_block) is assembled
