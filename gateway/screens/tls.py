@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import logging
+import os
 import socket
 import ssl
 from pathlib import Path
@@ -46,9 +47,11 @@ def make_self_signed(cert: Path, key: Path) -> None:
                    .add_extension(x509.SubjectAlternativeName(alt), critical=False)
                    .sign(private, hashes.SHA256()))
     cert.parent.mkdir(parents=True, exist_ok=True)
-    key.write_bytes(private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                          serialization.NoEncryption()))
-    key.chmod(0o600)
+    pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    key.unlink(missing_ok=True)  # created owner-only, never readable by others for a moment
+    with os.fdopen(os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
+        out.write(pem)
     cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
     log.info("screens: made a self-signed certificate %s for %s", cert, ", ".join([host, "localhost", *_lan_addresses()]))
 

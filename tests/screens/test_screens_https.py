@@ -138,3 +138,9 @@ async def test_a_client_that_sends_nothing_or_a_broken_tls_handshake_is_closed_a
 def _expression() -> SentenceExpression:
     return SentenceExpression(text="Hi.", action=None, sentiment=0.0, runs=(), levels=(), frame_ms=40,
                               audio_ms=100.0, timed=False)
+
+
+def test_the_made_private_key_is_readable_by_its_owner_only(tmp_path):
+    server_context(tmp_path / "c.pem", tmp_path / "k.pem")  # makes the pair where there is none
+    key = tmp_path / "k.pem"
+    assert key.stat().st_mode & 0o777 == 0o600 and key.read_bytes().startswith(b"-----BEGIN PRIVATE KEY")
