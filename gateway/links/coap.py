@@ -15,7 +15,9 @@ Every other request carries the session token, the Welcome's session_id, as `?s=
 down) for `session_idle_s` is closed, like a dropped WebSocket: D is offline in the registry
 until its next Hello. With `limits` (gateway/links/limits.py, shared with the WebSocket link) a
 Hello takes a session slot of its address (the response is Error too-many-sessions when there
-is none), and the session's logins and readings are limited per address.
+is none), and the session's logins and readings are limited per address. The per-address state
+is CoAP's own (keyed `coap <address>`): a UDP source address can be forged, so Hellos forged
+from a WebSocket device's address count against CoAP's quota there, not that device's.
 
 In cluster mode, when another gateway takes D over (D said Hello there: gateway/devices/
 session_lease.py), D's session here ends without another byte: its observation gets a last
@@ -161,7 +163,9 @@ class CoapLink:
         conn = CoapDeviceConnection(device_id, peer, self.outbox_bytes, on_welcome=self._welcomed,
                                     on_lease_lost=self._lease_lost)
         assert self._tg is not None and self._handler is not None
-        address = hostportsplit(peer)[0]
+        # UDP source addresses can be forged: CoAP's per-address slots and login lock-outs are its
+        # own, so forged Hellos "from" a WebSocket device's address cannot lock that device out
+        address = f"coap {hostportsplit(peer)[0]}"
         if self.limits is not None and (why := self.limits.admit(address)) is not None:
             self._throttle.warning(("sessions", address), "%s: too-many-sessions: Hello refused: %s", conn.peer, why)
             await conn.send(Error(code="too-many-sessions", text=why))  # the response carries it
