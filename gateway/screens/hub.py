@@ -26,6 +26,7 @@ from gateway.bus import EventBus
 from gateway.expression.service import SentenceExpressed
 from gateway.links.base import LinkClosed
 from gateway.links.web import TextSocket
+from gateway.log_safe import log_safe
 from gateway.memory.events import Alert
 from gateway.screens.fay import alert_message, for_screen, listen_message, sentence_message, text_message
 from gateway.voice.events import ListenChanged, ReplyEnded, Transcribed
@@ -151,7 +152,7 @@ class ScreenHub:
     async def serve_screen(self, sock: TextSocket) -> None:
         screen = _Screen(sock, sock.query.get("device", ALL) or ALL, self._queue_size)
         self._screens.add(screen)
-        log.info("%s: screen connected (device %s)", sock.peer, screen.device)
+        log.info("%s: screen connected (device %s)", sock.peer, log_safe(screen.device))
         reader = asyncio.create_task(self._read(screen), name=f"screen {sock.peer} reader")
         getter: asyncio.Future[dict] | None = None
         try:
