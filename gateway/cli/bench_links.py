@@ -189,7 +189,8 @@ async def run_link_bench(cfg: GatewayConfig, runner: EngineRunner, n: int, broke
         mqtt_runs: list[dict[str, float]] = []
         bare_runs: list[tuple[float, float]] = []
         for i in range(max(1, rounds)):
-            mqtt = MqttLink("127.0.0.1", 0, embedded=True)
+            mqtt = MqttLink("127.0.0.1", 0, embedded=True, idle_s=cfg.server.session_idle_s or None,
+                            idle_probe_s=cfg.server.hello_timeout_s)  # the idle check `gateway run` has
             mqtt_runs.append(await _through(fresh(f"mqtt-{i}"), runner, mqtt, "mqtt",
                                             lambda link=mqtt: f"mqtt://127.0.0.1:{link.port}", n, 32))
             bare_runs.append(await _bare_broker_loop(n))

@@ -36,6 +36,7 @@ import asyncio
 import contextlib
 import logging
 import re
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -259,6 +260,8 @@ class MqttLink:
                 self._tg = tg
                 if broker is not None:
                     tg.create_task(broker.supervise(), name="mosquitto")
+                if self.idle_s is not None:
+                    tg.create_task(self._expire_idle(self.idle_s), name="mqtt-idle")
                 if self._ext_client is not None:
                     tg.create_task(stay_connected(self._ext_client, "127.0.0.1", ext_address.port, "mqtt (extensions)",
                                                   None, asyncio.Event()), name="mqtt-extensions")
@@ -279,6 +282,14 @@ class MqttLink:
                         tg.create_task(cluster.share_events(services.bus), name="cluster-events")
                 await stay_connected(self._client, self._broker_host(), self.port, "mqtt", ready, self.connected,
                                      self._count_connect, cluster.leave if cluster is not None else None)
+
+    async def _expire_idle(self, idle_s: float) -> None:
+        """Ping sessions silent for idle_s, end those whose Ping stays unanswered (checked 4x as often)."""
+        while True:
+            await asyncio.sleep(min(idle_s, self.idle_probe_s) / 4)
+            now = time.monotonic()
+            for conn in list(self.connections.values()):
+                conn.check_idle(now, idle_s, self.idle_probe_s)
 
     def _count_connect(self) -> None:
         self.connects += 1

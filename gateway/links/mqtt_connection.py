@@ -5,9 +5,9 @@ the core falls behind, newer messages are dropped and counted (audio is real-tim
 unacked SensorReading is resent by the device). Sending goes back through the link.
 
 An MQTT device has no connection to the gateway that breaks when it goes away without its last
-will (a clean disconnect, a broker that lost it): with `idle_s` (server.session_idle_s), a session
-that heard nothing for that long sends the device a Ping, and ends with Error `idle-timeout` when
-nothing arrives within `idle_probe_s` after it. The device's next message opens a new session,
+will (a clean disconnect, a broker that lost it): the link's idle check (`check_idle`, with
+server.session_idle_s) sends a session that heard nothing for that long a Ping, and ends it with
+Error `idle-timeout` when nothing arrives within the probe time after it. The device's next message opens a new session,
 which answers `hello-required` (PROTOCOL.md): a live device that was merely quiet says Hello again.
 """
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from typing import Protocol
 
@@ -28,8 +29,6 @@ class MqttDownlink(Protocol):
     """What a device connection needs of its link."""
 
     inbox_messages: int  # per device; newer messages are dropped when full
-    idle_s: float | None  # silent this long: a Ping, then closed (None: idle sessions stay)
-    idle_probe_s: float  # how long the Ping may stay unanswered
 
     def publish_down(self, device_id: str, message: Message) -> None: ...
     def forget(self, conn: "MqttDeviceConnection") -> None: ...
@@ -46,8 +45,11 @@ class MqttDeviceConnection(ManyInFlight):
         self._ready = asyncio.Event()
         self._closed: str | None = None
         self.dropped = 0
+        self.last_heard = time.monotonic()  # the device's last message
+        self.pinged_at: float | None = None  # when the idle check sent a Ping still unanswered
 
     def deliver(self, item: Message | ProtocolError) -> None:
+        self.last_heard, self.pinged_at = time.monotonic(), None
         if len(self._inbox) >= self._link.inbox_messages:
             self.dropped += 1
             if self.dropped in (1, 10, 100) or self.dropped % 1000 == 0:
@@ -62,31 +64,30 @@ class MqttDeviceConnection(ManyInFlight):
         self._ready.set()
 
     async def receive(self) -> Message | ProtocolError:
-        pinged = False
         while not self._inbox:
             if self._closed is not None:
                 raise LinkClosed(self._closed)
             self._ready.clear()
-            idle_s = self._link.idle_s
-            if idle_s is None:
-                await self._ready.wait()
-                continue
-            try:
-                async with asyncio.timeout(self._link.idle_probe_s if pinged else idle_s):
-                    await self._ready.wait()
-            except TimeoutError:
-                if pinged:
-                    await self._idle_timeout(idle_s)
-                await self.send(Ping(nonce=0))
-                pinged = True
+            await self._ready.wait()
         return self._inbox.popleft()
 
-    async def _idle_timeout(self, idle_s: float) -> None:
-        text = f"no message for {idle_s:g} s and no answer to a Ping within {self._link.idle_probe_s:g} s"
-        log.warning("%s: idle-timeout: %s (server.session_idle_s); session closed", self.peer, text)
-        await self.send(Error(code="idle-timeout", text=text))
-        self.end(f"idle-timeout: {text}")
-        raise LinkClosed(f"idle-timeout: {text}")
+    def check_idle(self, now: float, idle_s: float, probe_s: float) -> None:
+        """Called by the link now and then: a Ping after `idle_s` of silence, the end when it
+        stays unanswered for `probe_s` (no timer per message: the readings path stays cheap)."""
+        if self._closed is not None:
+            return
+        try:
+            if self.pinged_at is None:
+                if now - self.last_heard >= idle_s:
+                    self.pinged_at = now
+                    self._link.publish_down(self.device_id, Ping(nonce=0))
+            elif now - self.pinged_at >= probe_s:
+                text = f"no message for {idle_s:g} s and no answer to a Ping within {probe_s:g} s"
+                log.warning("%s: idle-timeout: %s (server.session_idle_s); session closed", self.peer, text)
+                self.end(f"idle-timeout: {text}")
+                self._link.publish_down(self.device_id, Error(code="idle-timeout", text=text))
+        except LinkClosed:  # off the broker: the next round tries again
+            pass
 
     async def send(self, message: Message) -> None:
         if self._closed is not None:
