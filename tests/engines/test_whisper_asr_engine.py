@@ -13,7 +13,7 @@ from gateway.engines.factory import load_asr
 from gateway.engines.store import ModelStore
 from gateway.engines.whisper_ct2 import WhisperCt2Asr
 from gateway.engines.whisper_mel import log_mel, mel_filters
-from gateway.errors import AsrError, ModelError
+from gateway.errors import AsrError, ConfigError, ModelError
 
 pytestmark = pytest.mark.models
 
@@ -73,8 +73,12 @@ def test_the_factory_builds_it_from_asr_engine_whisper(make_config, prepared_cfg
     assert _words(engine.transcribe(speech16k("Good morning."))) == ["good", "morning"]
 
 
-def test_the_factory_refuses_a_moonshine_model_for_the_whisper_engine(make_config, prepared_cfg: GatewayConfig) -> None:
-    cfg = make_config(prepared_cfg.models.dir, asr={"engine": "whisper", "model": "moonshine-base-en"})
+def test_a_moonshine_model_for_the_whisper_engine_is_refused_by_the_config_and_by_the_factory(
+        make_config, prepared_cfg: GatewayConfig) -> None:
+    with pytest.raises(ConfigError, match="engine 'whisper' cannot run model 'moonshine-base-en'"):
+        make_config(prepared_cfg.models.dir, asr={"engine": "whisper", "model": "moonshine-base-en"})
+    cfg = make_config(prepared_cfg.models.dir, asr={"engine": "whisper"})  # the factory checks too (a model of
+    cfg = cfg.model_copy(update={"asr": cfg.asr.model_copy(update={"model": "moonshine-base-en"})})  # the manifest)
     with pytest.raises(ModelError, match="not a CTranslate2 Whisper model"):
         load_asr(cfg, ModelStore(cfg))
 
