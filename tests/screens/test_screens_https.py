@@ -140,7 +140,7 @@ def _expression() -> SentenceExpression:
                               audio_ms=100.0, timed=False)
 
 
-def test_the_made_private_key_is_readable_by_its_owner_only(tmp_path):
+async def test_the_made_private_key_is_readable_by_its_owner_only(tmp_path):
     server_context(tmp_path / "c.pem", tmp_path / "k.pem")  # makes the pair where there is none
     key = tmp_path / "k.pem"
     assert key.stat().st_mode & 0o777 == 0o600 and key.read_bytes().startswith(b"-----BEGIN PRIVATE KEY")
