@@ -43,17 +43,19 @@ class Table:
     key: tuple[str, ...]
     source: str  # "devices" or "memory"
     identity: bool = False  # an id column whose sequence must follow
+    added: tuple[tuple[str, str], ...] = ()  # (column, SQL value) read where an older database lacks it
 
 
 TABLES = (
-    Table("devices", ("device_id", "token_hash", "name", "created_at", "last_seen", "broker_hash"), ("device_id",),
-          "devices"),
+    Table("devices", ("device_id", "token_hash", "name", "created_at", "last_seen", "broker_hash", "client_hash",
+                      "open_enrolled"), ("device_id",), "devices",
+          added=(("client_hash", "NULL"), ("open_enrolled", "0"))),  # a xiaozhi box's Client-Id binding
     Table("readings", ("id", "device_id", "seq", "kind", "measured_at", "received_at", "clock", '"values"'), ("id",),
           "devices", identity=True),
     Table("readings_pruned", ("device_id", "max_seq", "pruned", "last_pruned_at"), ("device_id",), "devices"),
     Table("device_people", ("device_id", "person", "updated_at"), ("device_id",), "devices"),
-    Table("activations", ("device_id", "code", "challenge", "details", "created_at", "expires_at", "approved_at"),
-          ("device_id",), "devices"),
+    Table("activations", ("device_id", "code", "challenge", "details", "created_at", "expires_at", "approved_at",
+                          "client_hash"), ("device_id",), "devices", added=(("client_hash", "NULL"),)),
     Table("nodes", ("id", "user_id", "type", "content", "importance", "ts", "created", "last_retrieved",
                     "pointer_ids", "tags", "embedding"), ("id",), "memory", identity=True),
     Table("node_tags", ("tag", "node_id"), ("tag", "node_id"), "memory"),
@@ -83,8 +85,17 @@ def _has_table(conn: sqlite3.Connection, name: str) -> bool:
     return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
 
 
+def _select(conn: sqlite3.Connection, table: Table) -> str:
+    """SELECT of the table's columns in key order; a column added after the database was last
+    opened by the gateway is read as its value in `table.added` (NULL, 0)."""
+    present = {row[1] for row in conn.execute(f"PRAGMA table_info({table.name})")}
+    missing = dict(table.added)
+    columns = [c if c.strip('"') in present or c not in missing else f"{missing[c]} AS {c}" for c in table.columns]
+    return f"SELECT {', '.join(columns)} FROM {table.name} ORDER BY {', '.join(table.key)}"
+
+
 def _rows(conn: sqlite3.Connection, table: Table) -> Iterator[list[tuple]]:
-    cur = conn.execute(f"SELECT {', '.join(table.columns)} FROM {table.name} ORDER BY {', '.join(table.key)}")
+    cur = conn.execute(_select(conn, table))
     while rows := cur.fetchmany(BATCH):
         yield rows
 
@@ -168,7 +179,7 @@ def _checksum(src: sqlite3.Connection, dst: psycopg.Connection, table: Table) ->
     position = [table.columns.index(k) for k in table.key]
     ours, theirs = hashlib.sha256(), hashlib.sha256()
     differing, first = 0, ""
-    source = src.execute(f"SELECT {', '.join(table.columns)} FROM {table.name} ORDER BY {', '.join(table.key)}")
+    source = src.execute(_select(src, table))
     with dst.transaction(), dst.cursor(name=f"checksum_{table.name}") as target:
         target.itersize = BATCH
         target.execute(f"SELECT {pg_columns} FROM {table.name} ORDER BY {pg_order}")

@@ -91,3 +91,38 @@ def test_without_the_driver_it_names_the_extra() -> None:
             "from gateway.cli import main; sys.exit(main(['storage', 'migrate', '--from', 'sqlite', '--to', 'postgres']))")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "pip install -e '.[postgres]'" in done.stderr
+
+
+def _box_config(tmp_path: Path, devices_db: Path) -> Path:
+    config = tmp_path / "gateway.yaml"
+    config.write_text(yaml.safe_dump({"devices": {"database": str(devices_db)}, "memory": {"path": str(tmp_path / "m.db")},
+                                      "storage": {"backend": "postgres", "dsn_env": "BOX_PG"}}))
+    return config
+
+
+def test_a_xiaozhi_boxs_client_id_binding_moves_with_it(tmp_path: Path, postgres_dsn: str) -> None:
+    devices_db = tmp_path / "gateway.db"
+    conn = connect(devices_db)
+    add_device(conn, "24:0a:c4:11:22:33", "kitchen box")
+    conn.execute("UPDATE devices SET client_hash = 'c1', open_enrolled = 1")
+    conn.execute("INSERT INTO activations (device_id, code, challenge, created_at, expires_at, client_hash)"
+                 " VALUES ('24:0a:c4:44:55:66', '123456', 'x', 0, 1e12, 'c2')")
+    conn.close()
+    moved = migrate_cli(_box_config(tmp_path, devices_db), postgres_dsn)
+    assert moved.returncode == 0, moved.stderr
+    with psycopg.connect(postgres_dsn) as pg:
+        assert pg.execute("SELECT client_hash, open_enrolled FROM devices").fetchall() == [("c1", 1)]
+        assert pg.execute("SELECT client_hash FROM activations").fetchall() == [("c2",)]
+
+
+def test_a_database_from_before_the_binding_moves_unbound(tmp_path: Path, postgres_dsn: str) -> None:
+    devices_db = tmp_path / "gateway.db"
+    conn = connect(devices_db)
+    add_device(conn, "bp-1", "cuff")
+    for table, column in (("devices", "client_hash"), ("devices", "open_enrolled"), ("activations", "client_hash")):
+        conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")  # as an older gateway left it
+    conn.close()
+    moved = migrate_cli(_box_config(tmp_path, devices_db), postgres_dsn)
+    assert moved.returncode == 0, moved.stderr
+    with psycopg.connect(postgres_dsn) as pg:
+        assert pg.execute("SELECT device_id, client_hash, open_enrolled FROM devices").fetchall() == [("bp-1", None, 0)]
