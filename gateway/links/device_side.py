@@ -16,8 +16,6 @@ from firmware_protocol import Error, Message, ProtocolError, decode, encode
 from gateway.links.base import LinkClosed
 
 TRANSPORTS = ("ws", "mqtt", "coap", "serial")
-DEFAULT_URLS = {"ws": "ws://127.0.0.1:8765/ws", "mqtt": "mqtt://127.0.0.1:1883", "coap": "coap://127.0.0.1:5683/gw",
-                "serial": ""}
 
 
 class _MessageConn(Protocol):

@@ -201,6 +201,10 @@ class HttpFrontConnection(ServerConnection):
             self._refuse(400, f"the header {log_safe(repeated)} is given more than once",
                          f"{method} {log_safe(target)}: header {log_safe(repeated)} given more than once")
             return
+        if "Transfer-Encoding" in headers:  # a chunked body would be taken for the next request
+            self._refuse(411, "send the body with Content-Length (Transfer-Encoding is not supported)",
+                         f"{method} {log_safe(target)}: Transfer-Encoding {log_safe(headers['Transfer-Encoding'])}")
+            return
         if not re.fullmatch(r"[0-9]{1,12}", given := headers.get("Content-Length", "0")):
             self._refuse(400, "bad Content-Length", f"{method} {log_safe(target)}: bad Content-Length {log_safe(given)}")
             return

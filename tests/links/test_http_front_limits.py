@@ -129,6 +129,7 @@ async def test_a_list_field_on_several_lines_is_served() -> None:
     (_post("/console/api/login", b"", "Content-Length: 99999999"), b"400"),  # (the first is 0: repeated)
     (b"POST /console/api/login HTTP/1.1\r\nContent-Length: 9999999\r\n\r\n", b"413"),
     (b"POST /console/api/login HTTP/1.1\r\nContent-Length: 1_0\r\n\r\n0123456789", b"400"),
+    (b"POST /console/api/login HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", b"411"),
 ])
 async def test_an_oversized_or_malformed_request_is_refused_before_the_handler(raw: bytes, status: bytes) -> None:
     mount = HeldMount()
