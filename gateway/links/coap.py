@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 
 PROCESS_WAIT_S = 2.0  # how long a POST waits for the session to answer before responding
 HELLO_WAIT_S = 10.0  # a Hello's response waits for the Welcome: it carries the session token
+INBOX_MESSAGES = 256  # uplink messages waiting per session; a POST beyond them is answered 5.03 busy
 
 
 class CoapDeviceConnection(Roaming):
@@ -67,16 +68,22 @@ class CoapDeviceConnection(Roaming):
         self.observers: set = set()
         self.observed = asyncio.Event()  # set once a device observes its downlink
         self._closed: str | None = None
-        self.dropped = 0
+        self.dropped = 0  # downlink frames dropped: nobody fetched them
+        self.dropped_up = 0  # uplink messages refused 5.03 busy: the session's inbox was full
         self.last_heard = time.monotonic()  # the device's last request (up, down or observe)
 
     def touch(self) -> None:
         self.last_heard = time.monotonic()
 
-    def deliver(self, item: Message | ProtocolError) -> None:
+    def deliver(self, item: Message | ProtocolError) -> bool:
+        """Queue one uplink message for the session; False (nothing queued) when its inbox is full."""
+        if len(self._inbox) >= INBOX_MESSAGES:
+            self.dropped_up += 1
+            return False
         self.idle.clear()
         self._inbox.append(item)
         self._wake.set()
+        return True
 
     def end(self, reason: str) -> None:
         if self._closed is None:
@@ -187,15 +194,20 @@ class CoapLink:
                 self.lost_tokens[conn.device_id] = (conn.token, conn.lease_lost_why or "its lease is gone")
 
     async def deliver(self, conn: CoapDeviceConnection, item: Message | ProtocolError,
-                      wait_s: float = PROCESS_WAIT_S) -> None:
+                      wait_s: float = PROCESS_WAIT_S) -> bool:
         """Hand one uplink message to the session, then wait (bounded) until it has answered
-        what it answers right away (Welcome, ReadingAck...), so the response can carry it."""
+        what it answers right away (Welcome, ReadingAck...), so the response can carry it.
+        False when the session's inbox is full (nothing was queued; the device should retry)."""
         conn.touch()
-        conn.deliver(item)
+        if not conn.deliver(item):
+            self._throttle.warning(("busy", conn.device_id), "%s: inbox full (%d messages waiting): "
+                                   "POST answered 5.03 busy (%d so far)", conn.peer, INBOX_MESSAGES, conn.dropped_up)
+            return False
         try:
             await asyncio.wait_for(conn.idle.wait(), wait_s)
         except TimeoutError:
             pass
+        return True
 
     async def _run(self, conn: CoapDeviceConnection, address: str) -> None:
         assert self._handler is not None

@@ -154,7 +154,10 @@ class GatewayResources(resource.Resource, interfaces.ObservableResource, resourc
         conn = self._session(device_id, request, what)
         if isinstance(conn, aiocoap.Message):
             return conn
-        await self._link.deliver(conn, item)
+        if not await self._link.deliver(conn, item):
+            busy = refusal(aiocoap.SERVICE_UNAVAILABLE, "busy", "the session's inbox is full; send this again in a second")
+            busy.opt.max_age = 1
+            return busy
         if conn.lease_lost_why is not None:  # taken over while this request waited for its answer
             return refusal(aiocoap.UNAUTHORIZED, "lease-lost", f"{conn.lease_lost_why}; send Hello")
         # An observing device gets everything by notification, so the stream stays in order.
