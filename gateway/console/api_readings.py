@@ -10,22 +10,28 @@ or a carriage return: a device's unit, id or kind) starts with a single quote, a
 against CSV injection; the values stay numbers.
 
 A reading belongs to the person its device is mapped to (memory.users, else the device's own).
+Up to MAX_ROWS readings are filtered, shaped and encoded on a worker thread, the JSON a slice of
+ENCODE_ROWS at a time: the C encoder holds the GIL for a whole call, and a year of readings (~5 MB)
+in one call would stall the event loop, and every device's audio with it, for a quarter second on a Pi.
 """
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
+import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from gateway.console.routes import ApiError, ApiRequest, FileAnswer, Routes
+from gateway.console.routes import ApiError, ApiRequest, FileAnswer, JsonAnswer, Routes
 from gateway.devices.reading_list import ReadingList
 from gateway.devices.readings import StoredRow
 
 DAY_S = 86400.0
 MAX_ROWS = 20000
+ENCODE_ROWS = 500  # readings per json.dumps call (each call holds the GIL throughout)
 PERIODS = {"1": 1, "7": 7, "30": 30, "365": 365}  # day, week, month, year
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # a cell starting so is a formula to a spreadsheet
 
@@ -41,6 +47,18 @@ def _shown(value: float) -> float:
 def _cell(text: str) -> str:
     """A text cell a spreadsheet shows as text: "=HYPERLINK(...)" -> "'=HYPERLINK(...)"."""
     return "'" + text if text.startswith(FORMULA_START) else text
+
+
+def _row(r: StoredRow) -> dict[str, Any]:
+    return {"id": r.reading_id, "device_id": r.device_id, "kind": r.kind, "values": {n: _shown(v) for n, v in r.values.items()},
+            "units": r.units, "measured_at": r.measured_at.timestamp(), "clock": r.clock}
+
+
+def _encode(head: dict[str, Any], rows: list[StoredRow]) -> bytes:
+    """`head` with `"readings": [rows...]` as JSON, encoded a slice of ENCODE_ROWS at a time."""
+    slices = (json.dumps([_row(r) for r in rows[i:i + ENCODE_ROWS]], ensure_ascii=False)[1:-1]
+              for i in range(0, len(rows), ENCODE_ROWS))
+    return (json.dumps(head, ensure_ascii=False)[:-1] + ', "readings": [' + ", ".join(slices) + "]}").encode()
 
 
 def _tag(tags: tuple[str, ...], ns: str) -> str | None:
@@ -67,12 +85,16 @@ class ReadingsApi:
         kind = request.query.get("kind", "")
         since = self._clock() - PERIODS[days] * DAY_S
         found = await self._readings.recent(kind or None, MAX_ROWS, since)
+        return found, person, kind
+
+    def _of(self, found: list[StoredRow], person: str) -> list[StoredRow]:
+        """The person's readings, oldest first (on the worker thread)."""
         rows = [r for r in found if not person or self._person_of(r.device_id) == person]
         rows.sort(key=lambda r: r.measured_at)
-        return rows, person, kind
+        return rows
 
-    async def list(self, request: ApiRequest) -> dict[str, Any]:
-        rows, person, kind = await self._rows(request)
+    async def list(self, request: ApiRequest) -> JsonAnswer:
+        found, person, kind = await self._rows(request)
         stored = await self._readings.kinds()
         people = sorted({self._person_of(d) for d, _ in stored} | set(self._mapped.values()))
         kinds = sorted({k for d, k in stored if not person or self._person_of(d) == person})
@@ -85,13 +107,16 @@ class ReadingsApi:
                 except ValueError:
                     continue
                 thresholds.append({"kind": of, "limits": limits, "text": rule.content})
-        return {"person": person, "kind": kind, "people": people, "kinds": kinds, "thresholds": thresholds,
-                "readings": [{"id": r.reading_id, "device_id": r.device_id, "kind": r.kind, "values": {n: _shown(v) for n, v in r.values.items()},
-                              "units": r.units, "measured_at": r.measured_at.timestamp(), "clock": r.clock}
-                             for r in rows]}
+        head = {"person": person, "kind": kind, "people": people, "kinds": kinds, "thresholds": thresholds}
+        return JsonAnswer(await asyncio.to_thread(lambda: _encode(head, self._of(found, person))))
 
     async def csv(self, request: ApiRequest) -> FileAnswer:
-        rows, person, kind = await self._rows(request)
+        found, person, kind = await self._rows(request)
+        name = "-".join(x for x in ("readings", person, kind) if x) + ".csv"
+        return FileAnswer("text/csv; charset=utf-8", await asyncio.to_thread(lambda: self._csv(self._of(found, person))), name)
+
+    def _csv(self, rows: list[StoredRow]) -> bytes:
+        """The CSV export's bytes (on the worker thread)."""
         out = io.StringIO()
         writer = csv.writer(out)
         writer.writerow(["id", "measured_at_utc", "device_id", "person", "kind", "name", "value", "unit"])
@@ -100,5 +125,4 @@ class ReadingsApi:
                 writer.writerow([r.reading_id, r.measured_at.isoformat(timespec="seconds"), _cell(r.device_id),
                                  _cell(self._person_of(r.device_id)), _cell(r.kind), _cell(name), _shown(value),
                                  _cell(r.units.get(name, ""))])
-        name = "-".join(x for x in ("readings", person, kind) if x) + ".csv"
-        return FileAnswer("text/csv; charset=utf-8", out.getvalue().encode(), name)
+        return out.getvalue().encode()

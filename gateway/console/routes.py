@@ -27,6 +27,13 @@ class FileAnswer:
     inline: bool = False  # shown or played in the page (the reply audio), not downloaded
 
 
+@dataclass(frozen=True)
+class JsonAnswer:
+    """A JSON answer already encoded, off the event loop (a large one: the readings of a year)."""
+
+    body: bytes
+
+
 class ApiError(Exception):
     """A request the API refuses: HTTP status and a reason the page shows; nothing was changed."""
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from gateway.console.password import PasswordError, PasswordFile
-from gateway.console.routes import ApiError, ApiRequest, FileAnswer, Routes
+from gateway.console.routes import ApiError, ApiRequest, FileAnswer, JsonAnswer, Routes
 from gateway.console.sessions import Session, Sessions, cookie_header, cookie_token
 from gateway.console.throttle import LoginThrottle
 from gateway.links.http_front import HttpReply, HttpRequest
@@ -281,6 +281,8 @@ class ConsoleServer:
         except Exception as exc:  # boundary: one failing request must not take the console down
             log.exception("%s: %s /console/api/%s failed", peer, request.method, path)
             return _json(500, {"error": "internal", "message": f"{type(exc).__name__}: {exc}"})
+        if isinstance(answer, JsonAnswer):
+            return HttpReply(200, answer.body, JSON, SECURITY)
         if isinstance(answer, FileAnswer):
             disposition = ("Content-Disposition", f'{"inline" if answer.inline else "attachment"}; filename="{answer.filename}"')
             return HttpReply(200, answer.body, answer.content_type, SECURITY + (disposition,))
