@@ -21,7 +21,7 @@ from gateway.devices.auth import add_device
 from gateway.links.coap import CoapLink
 from gateway.links.websocket import WebSocketLink
 from tests.links.test_coap_link import coap_client, free_udp_port
-from tests.links.test_ws_abuse import _hello as ws_hello
+from tests.links.ws_client import hello as ws_hello
 
 pytestmark = [
     pytest.mark.asyncio(loop_scope="session"),

@@ -12,10 +12,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed
-
-from firmware_protocol import Error, Hello, Message, Ping, Welcome, decode, encode
+from firmware_protocol import Error, Ping, Welcome
 from gateway.app import Gateway
 from gateway.app_links import default_links
 from gateway.config import GatewayConfig, parse_config
@@ -23,6 +20,7 @@ from gateway.devices.auth import add_device
 from gateway.engines.runner import EngineRunner
 from gateway.links.websocket import WebSocketLink
 from gateway.screens.server import ScreensServer
+from tests.links.ws_client import closed, hello, next_message
 
 ROOT = Path(__file__).resolve().parents[2]
 ATTACKER, DEVICE = "127.0.0.2", "127.0.0.1"
@@ -54,25 +52,15 @@ async def serving(cfg: GatewayConfig, runner: EngineRunner) -> AsyncIterator[tup
         await asyncio.gather(task, return_exceptions=True)
 
 
-async def _next(ws: ClientConnection, timeout: float = 30) -> Message:
-    return decode(await asyncio.wait_for(ws.recv(), timeout))
 
 
-async def _hello(url: str, source: str, device: str, token: str = "") -> tuple[ClientConnection, Message]:
-    ws = await connect(url, open_timeout=30, compression=None, local_addr=(source, 0))
-    try:
-        await ws.send(encode(Hello(device_id=device, token=token)))
-    except ConnectionClosed:  # refused at once: the refusal is still there to read
-        pass
-    return ws, await _next(ws)
+
+async def hello_from(url: str, source: str, device: str, token: str = ""):
+    return await hello(url, source, device, token, timeout=30)
 
 
-async def _closed(ws: ClientConnection) -> bool:
-    try:
-        await asyncio.wait_for(ws.wait_closed(), 30)
-    except TimeoutError:
-        return False
-    return True
+async def next_in(ws, timeout: float = 30):
+    return await next_message(ws, timeout)
 
 
 async def test_the_per_peer_cap_holds_on_the_screens_device_path_and_counts_the_device_port_too(
@@ -80,23 +68,23 @@ async def test_the_per_peer_cap_holds_on_the_screens_device_path_and_counts_the_
     cfg = _cfg(tmp_path, {"max_sessions": 6, "max_sessions_per_peer": 3})
     caplog.set_level(logging.WARNING)
     async with serving(cfg, fake_runner) as (_, ws_url, device_url):
-        answers = [await _hello(device_url, ATTACKER, f"page-{i}") for i in range(5)]
+        answers = [await hello_from(device_url, ATTACKER, f"page-{i}") for i in range(5)]
         assert [type(m).__name__ for _, m in answers] == ["Welcome"] * 3 + ["Error"] * 2
         for ws, refusal in answers[3:]:
             assert refusal.code == "too-many-sessions" and "server.max_sessions_per_peer" in refusal.text
-            assert await _closed(ws) and ws.close_code == 1013
+            assert await closed(ws, 30) and ws.close_code == 1013
         # the same address on the device port: its slots are taken already (one PeerLimits)
-        other_port, refusal = await _hello(ws_url, ATTACKER, "box-on-ws")
+        other_port, refusal = await hello_from(ws_url, ATTACKER, "box-on-ws")
         assert isinstance(refusal, Error) and refusal.code == "too-many-sessions"
         # another address is served on both, until the gateway's total is reached
-        mine = [await _hello(url, DEVICE, f"box-{i}") for i, url in enumerate((device_url, ws_url, device_url))]
+        mine = [await hello_from(url, DEVICE, f"box-{i}") for i, url in enumerate((device_url, ws_url, device_url))]
         assert [type(m).__name__ for _, m in mine] == ["Welcome"] * 3
-        full, refusal = await _hello(device_url, "127.0.0.3", "box-third")
+        full, refusal = await hello_from(device_url, "127.0.0.3", "box-third")
         assert isinstance(refusal, Error) and "server.max_sessions" in refusal.text
         for ws, _ in (*answers[:3], *mine):  # the attacker and the others leave: the slots are free again
             await ws.close()
         await asyncio.sleep(0.2)
-        again, welcome = await _hello(device_url, ATTACKER, "page-again")
+        again, welcome = await hello_from(device_url, ATTACKER, "page-again")
         assert isinstance(welcome, Welcome)
         await again.close()
     refusals = [r.getMessage() for r in caplog.records if "too-many-sessions" in r.getMessage()]
@@ -111,7 +99,7 @@ async def test_wrong_token_guesses_on_the_screens_device_path_are_throttled_like
         token = await gateway.db.run(add_device, "box-reg", "")
         codes = []
         for i in range(20):  # one guess per connection, back to back
-            ws, answer = await _hello(device_url, ATTACKER, "box-reg", f"guess-{i}")
+            ws, answer = await hello_from(device_url, ATTACKER, "box-reg", f"guess-{i}")
             assert isinstance(answer, Error)
             codes.append(answer.code)
             await ws.close()
@@ -119,10 +107,10 @@ async def test_wrong_token_guesses_on_the_screens_device_path_are_throttled_like
         assert codes[0] == "auth-failed" and codes[1] == "auth-throttled"
         assert 1 <= codes.count("auth-failed") <= 5, codes
         # the lock-out is the address's, on the device port too
-        ws, answer = await _hello(ws_url, ATTACKER, "box-reg", token)
+        ws, answer = await hello_from(ws_url, ATTACKER, "box-reg", token)
         assert isinstance(answer, Error) and answer.code == "auth-throttled"
         await ws.close()
-        ws, answer = await _hello(device_url, "127.0.0.3", "box-reg", token)  # another address gets in
+        ws, answer = await hello_from(device_url, "127.0.0.3", "box-reg", token)  # another address gets in
         assert isinstance(answer, Welcome)
         await ws.close()
     throttled = [r.getMessage() for r in caplog.records if "auth-throttled" in r.getMessage()]
@@ -132,9 +120,9 @@ async def test_wrong_token_guesses_on_the_screens_device_path_are_throttled_like
 async def test_a_silent_page_voice_box_gets_a_ping_and_is_closed(tmp_path: Path, fake_runner: EngineRunner) -> None:
     cfg = _cfg(tmp_path, {"session_idle_s": 0.5, "hello_timeout_s": 0.5})
     async with serving(cfg, fake_runner) as (_, _ws_url, device_url):
-        mute, welcome = await _hello(device_url, DEVICE, "page-mute")
+        mute, welcome = await hello_from(device_url, DEVICE, "page-mute")
         assert isinstance(welcome, Welcome)
-        assert isinstance(await _next(mute), Ping)
-        msg = await _next(mute)
+        assert isinstance(await next_in(mute), Ping)
+        msg = await next_in(mute)
         assert isinstance(msg, Error) and msg.code == "idle-timeout"
-        assert await _closed(mute)
+        assert await closed(mute, 30)
