@@ -2,7 +2,9 @@
 
 Used by `gateway simulate`, the end-to-end tests and the benchmark. After the WAV it keeps
 sending silence in real time, as an always-listening box does, until the reply ends (or, with
-push-to-talk, it closes the audio stream right after the WAV).
+push-to-talk, it closes the audio stream right after the WAV). Like a real box it answers the
+gateway's Ping, so a push-to-talk box waiting longer than server.session_idle_s for a slow reply
+keeps its session.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from firmware_protocol import (
     Error,
     Hello,
     Message,
+    Ping,
+    Pong,
     ReplyText,
     StopReason,
     Transcript,
@@ -140,7 +144,17 @@ async def converse(ws, audio: np.ndarray, rate: int, result: SimResult, *, speed
     try:
         async with asyncio.timeout(timeout):
             await _stream(ws, audio, rate, speed, push_to_talk, done, input_end)
-            await done.wait()
+            waiter = asyncio.create_task(done.wait())
+            try:  # the reply, or the gateway closing the connection without one
+                await asyncio.wait({waiter, receiver}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()
+            if not done.is_set():
+                receiver.result()  # the connection's own error, if it failed
+                why = "; ".join(f"{code}: {text}" for code, text in result.errors) or "no reason given"
+                raise SimulateError(f"{peer} closed the connection before the reply ({why})")
+    except SimulateError:
+        raise
     except TimeoutError:
         raise SimulateError(f"no complete reply within {timeout:.0f} s") from None
     except Exception as exc:  # the link went away mid-stream (each transport raises its own kind)
@@ -212,6 +226,8 @@ async def _receive(ws, result: SimResult, emit: Emit, done: asyncio.Event, input
                 emit({"event": "reply_sentence", "text": msg.text})
         elif isinstance(msg, AudioStop) and msg.reason == StopReason.ABORTED:
             result.aborted = True
+        elif isinstance(msg, Ping):  # the gateway's idle check (server.session_idle_s): a silent box answers
+            await ws.send(encode(Pong(nonce=msg.nonce)))
         elif isinstance(msg, Error):
             result.errors.append((msg.code, msg.text))
             emit({"event": "error", "code": msg.code, "text": msg.text})
