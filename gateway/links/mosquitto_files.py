@@ -51,6 +51,7 @@ def render_config(s: BrokerSettings) -> str:
         f"password_file {s.folder / 'passwd'}",
         f"acl_file {s.folder / 'acl'}",
         f"max_packet_size {s.max_packet_size}",
+        "set_tcp_nodelay true",  # small publishes (acks, audio) leave at once, not after a delayed TCP ack
         "persistence true",
         f"persistence_location {s.folder}/",
         f"user {s.run_as}",

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 
 import paho.mqtt.client as paho
 
-from firmware_protocol import AudioChunk, Error, Hello, Message, ProtocolError, decode, encode
+from firmware_protocol import AudioChunk, Error, Hello, Message, ProtocolError, ReadingAck, decode, encode
 from firmware_protocol.session_messages import DEVICE_ID_PATTERN
 from gateway.links.mqtt_dedup import RedeliveryFilter
 from gateway.links.base import ConnectionHandler, LinkClosed, LinkServices
@@ -62,8 +62,11 @@ log = logging.getLogger(__name__)
 
 
 def qos_for(message: Message) -> int:
-    """Audio at QoS 0 (late audio is useless), everything else at QoS 1."""
-    return 0 if isinstance(message, AudioChunk) else 1
+    """Audio at QoS 0 (late audio is useless) and ReadingAck at QoS 0 (a device resends a reading
+    until its ack comes, and the gateway answers a resend DUPLICATE, so a lost ack loses nothing and
+    a QoS 1 flow for it would be a second acknowledgement: one packet less for both ends and the
+    broker per reading); everything else at QoS 1."""
+    return 0 if isinstance(message, (AudioChunk, ReadingAck)) else 1
 
 
 class MqttLink:

@@ -66,6 +66,12 @@ class MqttDevice:
             raise LinkClosed("not connected to the broker")
         self._client.publish(f"{self._base}/up", encode(message), qos_for(message))
 
+    async def send_encoded(self, data: bytes, qos: int = 1) -> None:
+        """A message encoded beforehand (`encode`), e.g. a benchmark's readings: published as is."""
+        if self._client.disconnected.is_set():
+            raise LinkClosed("not connected to the broker")
+        self._client.publish(f"{self._base}/up", data, qos)
+
     async def receive(self) -> Message | ProtocolError:
         return await self._inbox.get()
 

@@ -122,7 +122,7 @@ async def test_mosquitto_command_line_clients_talk_to_the_gateway_through_an_ext
     probe = await asyncio.create_subprocess_exec("mosquitto_pub", *broker, "-t", "probe/cli-dev", "-r", "-m", "ready")
     assert await probe.wait() == 0
     sub = await asyncio.create_subprocess_exec(
-        "mosquitto_sub", *broker, "-t", "probe/cli-dev", "-t", "gw/cli-dev/down", "-q", "1", "-C", "3", "-F", "%t %x",
+        "mosquitto_sub", *broker, "-t", "probe/cli-dev", "-t", "gw/cli-dev/down", "-q", "1", "-C", "4", "-F", "%t %q %x",
         stdout=asyncio.subprocess.PIPE)
     try:
         async with asyncio.timeout(10):
@@ -133,13 +133,22 @@ async def test_mosquitto_command_line_clients_talk_to_the_gateway_through_an_ext
                 payload.write_bytes(encode(msg))
                 pub = await asyncio.create_subprocess_exec("mosquitto_pub", *broker, "-t", "gw/cli-dev/up", "-q", "1", "-f", str(payload))
                 assert await pub.wait() == 0
-            replies = []
+            replies, qos = [], []
             while len(replies) < 2:
                 line = await sub.stdout.readline()
                 assert line, f"mosquitto_sub ended early (exit code {await sub.wait()})"
-                replies.append(decode(bytes.fromhex(line.split()[1].decode())))
+                qos.append(int(line.split()[1]))
+                replies.append(decode(bytes.fromhex(line.split()[2].decode())))
         assert isinstance(replies[0], Welcome)
         assert isinstance(replies[1], ReadingAck) and (replies[1].seq, replies[1].status) == (3, ReadingStatus.STORED)
+        # The Welcome at QoS 1; the ack at QoS 0: the device resends an unacked reading anyway
+        assert qos == [1, 0]
+        pub = await asyncio.create_subprocess_exec(  # a resend (its ack lost) is answered DUPLICATE
+            "mosquitto_pub", *broker, "-t", "gw/cli-dev/up", "-q", "1", "-f", str(tmp_path / "m1.bin"))
+        assert await pub.wait() == 0
+        line = await asyncio.wait_for(sub.stdout.readline(), 10)
+        again = decode(bytes.fromhex(line.split()[2].decode()))
+        assert isinstance(again, ReadingAck) and (again.seq, again.status) == (3, ReadingStatus.DUPLICATE)
     finally:
         if sub.returncode is None:
             sub.kill()
