@@ -212,6 +212,27 @@ def test_every_commands_help_describes_what_it_does(command):
     assert parser.description and len(parser.description) > 40, f"`gateway {command} --help` has no description"
 
 
+def _actions() -> dict:
+    import argparse
+
+    found = {}
+    for name, parser in _commands().items():
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                found.update({f"{name} {sub}": child for sub, child in action.choices.items()})
+    return found
+
+
+def test_the_commands_have_actions_to_check():
+    assert {"devices add", "models prepare", "service install", "readings prune", "console password"} <= set(_actions())
+
+
+@pytest.mark.parametrize("action", sorted(_actions()))
+def test_every_actions_help_describes_what_it_does(action):
+    parser = _actions()[action]
+    assert parser.description and len(parser.description) > 60, f"`gateway {action} --help` has no description"
+
+
 def test_help_shows_the_defaults_and_doctors_exit_codes():
     res = run_cli("doctor", "--help")
     assert "Exit code 0 when nothing FAILs" in " ".join(res.stdout.split())

@@ -19,9 +19,15 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                        description="The web console on the screens' port: set its admin password (`console "
                        "password`, stored hashed) or print its address (`console url`).")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    pw = actions.add_parser("password", parents=[common], help="set the console's admin password (asks twice)")
+    pw = actions.add_parser("password", parents=[common], help="set the console's admin password (asks twice)",
+                            description="Sets the console's admin password (asked twice on the terminal, or one "
+                            "line of stdin with --stdin); it is stored hashed beside the gateway's data. Logins "
+                            "of the running gateway's console use the new one from the next login on.")
     pw.add_argument("--stdin", action="store_true", help="read the password from one line of stdin (scripts)")
-    actions.add_parser("url", parents=[common], help="print the console's address")
+    actions.add_parser("url", parents=[common], help="print the console's address",
+                       description="Prints the console's address(es) on this machine and the LAN, and says "
+                       "when the console (console.enabled) or the screens' server it lives on "
+                       "(screens.enabled) is off.")
     p.set_defaults(func=run)
 
 

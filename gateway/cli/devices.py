@@ -36,16 +36,37 @@ def add_devices_parsers(subparsers: Any, common: argparse.ArgumentParser) -> Non
                                 "firmware settings (add), list, show or remove devices, and approve a xiaozhi box "
                                 "by the code it shows (pending, activate). Without an action: list.")
     actions = dev.add_subparsers(dest="devices_action", metavar="ACTION")
-    add = actions.add_parser("add", parents=[common], help="register a device (or give it a new token) and print its credentials")
+    add = actions.add_parser("add", parents=[common], help="register a device (or give it a new token) and print its credentials",
+                             description="Registers DEVICE_ID and prints a new token with the firmware settings "
+                             "to paste (the token is shown only now and stored hashed). For a device already "
+                             "registered it issues a new token: the old one stops working at once. The running "
+                             "gateway sees the change at the device's next Hello, and its embedded MQTT broker "
+                             "reloads its logins by itself. Example: gateway devices add kitchen-box --name "
+                             "'kitchen voice box'")
     add.add_argument("device_id", help="the id the device sends in Hello: 1..64 of [A-Za-z0-9._:-]")
     add.add_argument("--name", default="", help="a note for people, e.g. 'kitchen voice box'")
-    actions.add_parser("list", parents=[common], help="list registered devices")
-    show = actions.add_parser("show", parents=[common], help="show one device")
+    actions.add_parser("list", parents=[common], help="list registered devices",
+                       description="One line per registered device: its id, when it was last seen, its name.")
+    show = actions.add_parser("show", parents=[common], help="show one device",
+                              description="A device's id, name, registration and last-seen time (its token is "
+                              "stored hashed and cannot be shown: `devices add ID` issues a new one). Exit 1 "
+                              "when no such device is registered.")
     show.add_argument("device_id")
-    rm = actions.add_parser("remove", parents=[common], help="unregister a device")
+    rm = actions.add_parser("remove", parents=[common], help="unregister a device",
+                            description="Unregisters a device: its token no longer logs in (unless "
+                            "devices.open_enrolment is on). Its stored readings and memories stay. Exit 1 when "
+                            "no such device is registered.")
     rm.add_argument("device_id")
-    actions.add_parser("pending", parents=[common], help="list xiaozhi boxes waiting for activation, with their codes")
-    act = actions.add_parser("activate", parents=[common], help="approve the xiaozhi box that shows/speaks this 6-digit code")
+    actions.add_parser("pending", parents=[common], help="list xiaozhi boxes waiting for activation, with their codes",
+                       description="The xiaozhi boxes that asked to be activated (devices.open_enrolment off): "
+                       "the 6-digit code each shows and speaks, its id (the box's MAC address), its board and "
+                       "firmware, and when the code expires (xiaozhi.activation_ttl_s). Approve one with "
+                       "`gateway devices activate CODE`.")
+    act = actions.add_parser("activate", parents=[common], help="approve the xiaozhi box that shows/speaks this 6-digit code",
+                             description="Approves the waiting xiaozhi box whose screen shows (and whose "
+                             "speaker says) CODE: the box is registered and connects at its next OTA request, "
+                             "within a few seconds. Exit 1 when no box waits with that code (wrong, or expired: "
+                             "a box that asks again gets a new code; see `gateway devices pending`).")
     act.add_argument("code", help="the 6-digit code the box shows and speaks")
     dev.set_defaults(devices_action="list", func=run_devices)
 
@@ -59,7 +80,13 @@ def add_devices_parsers(subparsers: Any, common: argparse.ArgumentParser) -> Non
     rd.set_defaults(func=run_readings)
     rd_actions = rd.add_subparsers(dest="readings_action", metavar="ACTION")
     prune = rd_actions.add_parser("prune", parents=[common], help="delete readings received more than DAYS ago "
-                                  "(default: devices.readings_retention_days)")
+                                  "(default: devices.readings_retention_days)",
+                                  description="Deletes the readings received more than DAYS ago (default: "
+                                  "devices.readings_retention_days; the running gateway also prunes by itself "
+                                  "once a day), in small batches so a running gateway is not held up, and "
+                                  "prints how many per device. A device's pruned seqs stay taken: a late "
+                                  "resend of one is answered duplicate, not stored again. --dry-run only "
+                                  "counts.")
     prune.add_argument("--older-than", type=float, metavar="DAYS", help="delete readings received more than DAYS ago")
     prune.add_argument("--dry-run", action="store_true", help="only count what would be deleted, per device")
     prune.set_defaults(func=run_prune)

@@ -24,10 +24,20 @@ def add_models_parser(subparsers: Any) -> argparse.ArgumentParser:
         "<models.dir>/prepared/ and derives what is needed, `verify` re-checks every sha256.",
     )
     actions = p.add_subparsers(dest="models_action", metavar="ACTION")
-    actions.add_parser("list", help="show every model of the manifest and whether it is prepared")
-    prep = actions.add_parser("prepare", help="prepare one model (default: all)")
+    actions.add_parser("list", help="show every model of the manifest and whether it is prepared",
+                       description="Every model in models/manifest.yaml: its name, kind (vad, asr, tts, ...), "
+                       "size, the PyPI package it comes from, and whether it is prepared.")
+    prep = actions.add_parser("prepare", help="prepare one model (default: all)",
+                              description="Links the model's files from its installed PyPI package into "
+                              "<models.dir>/prepared/NAME, derives the files the gateway makes from them (e.g. "
+                              "the lip-sync voice, the int8 decoder), checks every sha256 against the manifest "
+                              "and says what it does. Safe to repeat; the gateway also does it by itself on "
+                              "first use. A checksum mismatch names the package to reinstall.")
     prep.add_argument("name", nargs="?", help="model name (see `gateway models list`)")
-    ver = actions.add_parser("verify", help="re-hash prepared files against the manifest")
+    ver = actions.add_parser("verify", help="re-hash prepared files against the manifest",
+                             description="Re-reads every prepared file (through its symlink) and compares its "
+                             "sha256 with the manifest. Exit 1 when anything is missing or altered; the fix is "
+                             "`gateway models prepare`.")
     ver.add_argument("name", nargs="?", help="model name (default: all)")
     p.set_defaults(models_action="list", func=run_models)
     return p

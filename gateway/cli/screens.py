@@ -18,7 +18,10 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                        description="The key a LAN screen needs to watch the conversations, and the page URLs that "
                        "carry it (`screens key`; --new replaces it).")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    key = actions.add_parser("key", parents=[common], help="print the screen key and the page URLs that carry it")
+    key = actions.add_parser("key", parents=[common], help="print the screen key and the page URLs that carry it",
+                             description="Prints the key a LAN screen needs (stored in screens.access_key) and "
+                             "the page URLs that carry it, to open on the screen. --new replaces the key: "
+                             "screens that used the old one are refused after the gateway restarts.")
     key.add_argument("--new", action="store_true", help="replace the key (restart the gateway afterwards)")
     p.set_defaults(func=run)
 

@@ -196,11 +196,20 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                        "running, or removes it. install and uninstall need sudo.")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     inst = actions.add_parser("install", parents=[common],
-                              help="write and enable edge-voice-gateway.service (starts at boot; needs sudo)")
+                              help="write and enable edge-voice-gateway.service (starts at boot; needs sudo)",
+                              description="Writes /etc/systemd/system/edge-voice-gateway.service for `gateway "
+                              "run` in this checkout (this config, this venv), enables and starts it: it "
+                              "starts at boot, restarts after a crash and logs to journald (`journalctl -u "
+                              "edge-voice-gateway`). Run with sudo; --dry-run prints the unit and changes "
+                              "nothing.")
     inst.add_argument("--user", help="account the gateway runs as (default: the one that ran sudo)")
     inst.add_argument("--dry-run", action="store_true", help="print the unit file, change nothing")
-    actions.add_parser("status", parents=[common], help="is it installed, is it running")
-    actions.add_parser("uninstall", parents=[common], help="stop, disable and remove the unit (needs sudo)")
+    actions.add_parser("status", parents=[common], help="is it installed, is it running",
+                       description="Says whether the unit is installed, enabled and running (systemctl), "
+                       "and where its log is.")
+    actions.add_parser("uninstall", parents=[common], help="stop, disable and remove the unit (needs sudo)",
+                       description="Stops and disables edge-voice-gateway.service and removes its unit file "
+                       "(run with sudo). The checkout, its data and its models stay.")
     for action in actions.choices.values():  # tests: a unit directory that is not systemd's
         action.add_argument("--unit-dir", help=argparse.SUPPRESS)
     p.set_defaults(func=run)
