@@ -3,7 +3,7 @@
 Topics (PROTOCOL.md, "MQTT"), with `P` = mqtt.topic_prefix and `D` = the device id:
 
 - `P/D/up`     device -> gateway, one message per publish (QoS 0 for audio, QoS 1 otherwise)
-- `P/D/down`   gateway -> device, one message per publish (QoS 0 for audio, QoS 1 otherwise)
+- `P/D/down`   gateway -> device, one message per publish (QoS 0 for audio and ReadingAck, QoS 1 otherwise)
 - `P/D/status` `online` / `offline`, retained; the device's last will is `offline`
 
 The gateway subscribes to `P/+/up` and `P/+/status` with a persistent session, so QoS 1 messages
