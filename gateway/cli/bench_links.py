@@ -56,7 +56,7 @@ class _Bytes:
         self.conn = conn
 
     async def send(self, message: Message) -> None:
-        await self.conn.send(encode(message))
+        await self.send_encoded(encode(message))
 
     async def send_encoded(self, data: bytes) -> None:
         await self.conn.send(data)

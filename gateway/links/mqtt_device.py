@@ -62,9 +62,7 @@ class MqttDevice:
         return self._client.disconnected
 
     async def send(self, message: Message) -> None:
-        if self._client.disconnected.is_set():
-            raise LinkClosed("not connected to the broker")
-        self._client.publish(f"{self._base}/up", encode(message), qos_for(message))
+        await self.send_encoded(encode(message), qos_for(message))
 
     async def send_encoded(self, data: bytes, qos: int = 1) -> None:
         """A message encoded beforehand (`encode`), e.g. a benchmark's readings: published as is."""
