@@ -31,9 +31,10 @@ from gateway.devices.database import Database
 from gateway.devices.device_tools import DeviceTools
 from gateway.devices.reading_log import ReadingLog
 from gateway.devices.reading_list import ReadingList, SqliteReadingList
+from gateway.devices.reading_store import ReadingStore
 from gateway.devices.readings import ReadingService, ReadingStored, SqliteReadingStore
 from gateway.devices.registry import SessionRegistry
-from gateway.devices.retention import ReadingRetention, SqlitePruner
+from gateway.devices.retention import Pruner, ReadingRetention, SqlitePruner
 from gateway.devices.session import SessionServices, serve_device
 from gateway.engines.factory import load_engines
 from gateway.engines.runner import EngineRunner
@@ -113,13 +114,18 @@ class Gateway:
         reading_list: ReadingList = pg.reading_list if pg is not None else SqliteReadingList(self.db)
         if self.cfg.devices.open_enrolment:
             log.warning("devices.open_enrolment is on: unregistered devices may connect (fine on a trusted LAN)")
-        store = pg.readings if pg is not None else SqliteReadingStore(self.db)
-        self.readings = ReadingService(store, self.bus, per_minute=self.cfg.devices.max_readings_per_minute)
+        # on PostgreSQL the readings of every gateway: pruned by one of them at a time (serve)
+        if pg is not None:
+            self.reading_store: ReadingStore = pg.readings
+            pruner: Pruner = pg.pruner(feeds_memory=self.memory is not None)
+        else:  # the readings' writer process; the prune makes way for it between its batches
+            sqlite_readings = SqliteReadingStore(self.db)
+            self.reading_store, pruner = sqlite_readings, SqlitePruner(self.db, sqlite_readings.writer)
+        self.readings = ReadingService(self.reading_store, self.bus,
+                                       per_minute=self.cfg.devices.max_readings_per_minute)
         device_registry = pg.devices if pg is not None else SqliteDeviceRegistry(self.db)
         self.auth = Authenticator(device_registry, self.cfg.devices.open_enrolment)
         days = self.cfg.devices.readings_retention_days  # 0: keep readings forever
-        # on PostgreSQL the readings of every gateway: pruned by one of them at a time (serve)
-        pruner = pg.pruner(feeds_memory=self.memory is not None) if pg is not None else SqlitePruner(self.db)
         self.retention = ReadingRetention(pruner, days) if days else None
         # What each link may take when served: the LAN screens follow the bus, the embedded MQTT
         # broker checks device logins against the registry, xiaozhi boxes enrol through it.
@@ -164,8 +170,10 @@ class Gateway:
         if self.postgres is not None:  # schema migrated on a thread; a ConfigError when unreachable
             await self.postgres.open(log.info)
         try:
+            await self.reading_store.start()  # (SQLite: its writer process)
             await self._serve(events, ready)
         finally:
+            await self.reading_store.close()
             if self.postgres is not None:
                 await self.postgres.close()
 

@@ -4,7 +4,7 @@
 (gateway/storage/readings.py) is the shared store of several gateways. Either way `insert` returns
 only after the row is committed, and one device + seq is one row, whichever gateway stored it.
 `insert_then` is the same with a callback instead of an awaitable (SQLite calls it in the loop pass
-that settles the commit; by default it is the awaitable's done-callback).
+that reads the commit's result; by default it is the awaitable's done-callback).
 """
 
 from __future__ import annotations
@@ -33,6 +33,14 @@ class StorageFailed(Exception):
 
 
 class ReadingStore(Protocol):
+    async def start(self) -> None:
+        """Called when the gateway starts serving (SQLite: its writer process); by default nothing."""
+        return None
+
+    async def close(self) -> None:
+        """Called when the gateway stops serving; `start` may follow again. By default nothing."""
+        return None
+
     def insert(self, device_id: str, msg: SensorReading, received_at: float) -> Awaitable[tuple[int, bool]]:
         """(row id, True) once committed; (its id, False) for a known device + seq; (0, False)
         for a seq the retention already pruned. StorageFailed when nothing could be committed.

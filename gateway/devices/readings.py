@@ -5,14 +5,13 @@ device + seq is stored once: a resend is acked DUPLICATE and not published again
 handles its readings one at a time, or, where the device keeps several in flight (MQTT), at most
 32 side by side (gateway/devices/reading_acks.py: acked in order, the next waits for the oldest),
 so a slow disk pushes back on the device instead of filling a queue; readings that arrive
-together, from one device or many, share one commit and one INSERT (`Database.grouped`,
-`insert_readings`).
+together, from one device or many, share one commit and one INSERT, made by a writer process
+(`SqliteReadingStore`, gateway/devices/reading_writer.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
 import sqlite3
@@ -25,8 +24,10 @@ from datetime import UTC, datetime
 from firmware_protocol import ReadingAck, ReadingStatus, SensorReading
 from gateway.bus import EventBus
 from gateway.devices.database import Database
+from gateway.devices.reading_insert import Row, insert_row, insert_rows
 from gateway.devices.reading_rules import ReadingInvalid, check_reading
 from gateway.devices.reading_store import ReadingStore, StorageFailed, row_fields
+from gateway.devices.reading_writer import ReadingWriter
 
 log = logging.getLogger(__name__)
 
@@ -66,72 +67,22 @@ def _utc(ts: float) -> datetime:
 def insert_reading(
     conn: sqlite3.Connection, device_id: str, msg: SensorReading, received_at: float
 ) -> tuple[int, bool]:
-    """Store one reading; returns (row id, True) or, for a known device + seq, (its id, False);
-    (0, False) for a seq the retention already pruned. One statement writes (the insert), so a
-    failing call leaves nothing behind (`Database.run_grouped(..., one_write=True)`)."""
-    # The common case, a new reading, in one statement: inserted unless the device + seq is
-    # stored already (the unique key) or at or below the seq the retention pruned up to.
-    cur = conn.execute(
-        'INSERT INTO readings (device_id, seq, kind, measured_at, received_at, clock, "values")'
-        " SELECT ?, ?, ?, ?, ?, ?, ?"
-        " WHERE NOT EXISTS (SELECT 1 FROM readings_pruned WHERE device_id = ? AND max_seq >= ?)"
-        " ON CONFLICT (device_id, seq) DO NOTHING",
-        (*_row(device_id, msg, received_at), device_id, msg.seq),
-    )
-    if cur.rowcount == 1:
-        return int(cur.lastrowid or 0), True
-    return _stored_before(conn, device_id, msg.seq)
+    """Store one reading on `conn` (the CLI, tests, benchmarks; the gateway's go through its
+    writer process, `SqliteReadingStore`); returns (row id, True) or, for a known device + seq,
+    (its id, False); (0, False) for a seq the retention already pruned. One statement: a failing
+    call leaves nothing behind."""
+    return insert_row(conn, reading_row(device_id, msg, received_at))
 
 
 def insert_readings(conn: sqlite3.Connection, calls: list[tuple[str, SensorReading, float]]) -> list[tuple[int, bool]]:
     """`insert_reading` for each (device_id, msg, received_at), in one statement: what each call
-    would return, in order (a device + seq twice: the first is new, the second its duplicate).
-    The readings of one commit cost one INSERT (`Database.grouped(..., batch=insert_readings)`).
-
-    The new rows' ids come without RETURNING (whose rows cost one step each, each giving the
-    GIL back and taking it again while the event loop runs): SQLite gives a row inserted without
-    an id the table's largest id + 1 (https://sqlite.org/autoinc.html: random ids only once the
-    largest is 2**63 - 1, and no id is ever given to this table), so the rows one statement
-    inserts have consecutive ids ending at `lastrowid`. When every reading was new (the common
-    case) that is the whole answer; else each reading's id is looked up: an id above `lastrowid`
-    minus the count inserted is new, the first time it comes."""
-    rows: list[object] = []
-    for device_id, msg, received_at in calls:
-        rows += _row(device_id, msg, received_at)
-    cur = conn.execute(_insert_many_sql(len(calls)), rows)
-    inserted, last = cur.rowcount, int(cur.lastrowid or 0)
-    if inserted == len(calls):
-        return [(rid, True) for rid in range(last - inserted + 1, last + 1)]
-    first_new = last - inserted + 1 if inserted > 0 else None  # (lastrowid is an older insert's)
-    out: list[tuple[int, bool]] = []
-    seen: set[int] = set()
-    for device_id, msg, _ in calls:
-        rid, _ = _stored_before(conn, device_id, msg.seq)
-        out.append((rid, first_new is not None and rid >= first_new and rid not in seen))
-        seen.add(rid)
-    return out
+    would return, in order (`reading_insert.insert_rows`)."""
+    return insert_rows(conn, [reading_row(*call) for call in calls])
 
 
-def _row(device_id: str, msg: SensorReading, received_at: float) -> tuple[object, ...]:
+def reading_row(device_id: str, msg: SensorReading, received_at: float) -> Row:
     measured_at, clock, values = row_fields(msg, received_at)
     return device_id, msg.seq, msg.kind, measured_at, received_at, clock, values
-
-
-@functools.lru_cache(maxsize=64)
-def _insert_many_sql(count: int) -> str:
-    return ('INSERT INTO readings (device_id, seq, kind, measured_at, received_at, clock, "values")'
-            " SELECT * FROM (VALUES " + ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * count) + ") AS v"
-            " WHERE NOT EXISTS (SELECT 1 FROM readings_pruned p"
-            " WHERE p.device_id = v.column1 AND p.max_seq >= v.column2)"
-            " ON CONFLICT (device_id, seq) DO NOTHING")
-
-
-def _stored_before(conn: sqlite3.Connection, device_id: str, seq: int) -> tuple[int, bool]:
-    """A reading not inserted: (its id, False), or (0, False) when the retention removed it."""
-    row = conn.execute("SELECT id FROM readings WHERE device_id = ? AND seq = ?", (device_id, seq)).fetchone()
-    if row is None:  # stored once, then removed by the retention: still a duplicate (retention.py)
-        return 0, False
-    return int(row[0]), False
 
 
 def list_readings(
@@ -167,28 +118,40 @@ def reading_kinds(conn: sqlite3.Connection) -> list[tuple[str, str]]:
 
 
 class SqliteReadingStore(ReadingStore):
-    """The ReadingStore on the gateway's SQLite database (its one writer thread)."""
+    """The ReadingStore on the gateway's SQLite database: its rows are committed by a writer
+    process of their own (gateway/devices/reading_writer.py), the readings that arrive together
+    in one statement and one fsync."""
 
     def __init__(self, db: Database) -> None:
-        self._db = db
+        self.writer = ReadingWriter(db.path)
+
+    async def start(self) -> None:
+        self.writer.start()
+
+    async def close(self) -> None:
+        self.writer.close()
 
     def insert(self, device_id: str, msg: SensorReading, received_at: float) -> asyncio.Future[tuple[int, bool]]:
-        return self._db.grouped(insert_reading, device_id, msg, received_at,  # shares a commit and,
-                                one_write=True, error=_storage_failed, batch=insert_readings)  # its INSERT
+        done: asyncio.Future[tuple[int, bool]] = asyncio.get_running_loop().create_future()
+        self.insert_then(device_id, msg, received_at, partial(_settle_future, done))
+        return done
 
     def insert_then(self, device_id: str, msg: SensorReading, received_at: float,
                     then: Callable[[tuple[int, bool] | None, BaseException | None], None]) -> None:
-        """`then` is called in the loop pass that settles the commit (no future, no done-callback)."""
-        self._db.grouped_then(insert_reading, device_id, msg, received_at, then=then,
-                              one_write=True, error=_storage_failed, batch=insert_readings)
+        """`then` is called in the loop pass that reads the commit's result (no future, no
+        done-callback)."""
+        self.writer.insert_then(reading_row(device_id, msg, received_at), then)
 
 
-def _storage_failed(exc: Exception) -> Exception:
-    if not isinstance(exc, sqlite3.Error):
-        return exc
-    failed = StorageFailed(f"database error: {exc}")
-    failed.__cause__ = exc
-    return failed
+def _settle_future(done: asyncio.Future[tuple[int, bool]], result: tuple[int, bool] | None,
+                   exc: BaseException | None) -> None:
+    if done.done():  # its caller was cancelled
+        return
+    if exc is not None:
+        done.set_exception(exc)
+    else:
+        assert result is not None
+        done.set_result(result)
 
 
 class ReadingService:

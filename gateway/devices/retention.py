@@ -1,8 +1,9 @@
 """Readings retention: delete readings older than `devices.readings_retention_days`.
 
 Pruning goes by the time the gateway *received* a reading (indexed), in short transactions of
-`BATCH` rows, each its own `Database.run` call, so device readings arriving meanwhile are written
-between two batches and the single writer is never held for long.
+`BATCH` rows, each its own `Database.run` call, each after the readings' writer process is idle
+(`SqlitePruner`), so device readings arriving meanwhile are written between two batches and the
+database's write lock is never held for long.
 
 Pruning does not re-open a seq for duplicates: per device, the highest seq ever pruned is kept
 in `readings_pruned` (in the same transaction as the delete). A resend at or below it that is no
@@ -10,7 +11,7 @@ longer in the table is acked DUPLICATE (it was stored once and has expired), not
 This relies on what PROTOCOL.md asks of devices: seq grows and is kept across reboots.
 
 The periodic task (`ReadingRetention`) prunes through a `Pruner`: `SqlitePruner` here (the
-gateway's single writer); on PostgreSQL `PostgresPruner` (gateway/storage/retention.py), run by
+gateway's database thread); on PostgreSQL `PostgresPruner` (gateway/storage/retention.py), run by
 one member of a cluster at a time (gateway/storage/cluster_job.py).
 
 The newest row of the table is never pruned, however old: SQLite gives a new row the highest id
@@ -29,10 +30,12 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gateway.devices.database import Database
+from gateway.devices.reading_writer import ReadingWriter
 
 log = logging.getLogger(__name__)
 
 BATCH = 500
+MAKE_WAY_S = 1.0  # how long a prune batch waits for the readings' writer to be idle
 # readings old enough to prune, but never the newest row (ids must not be reused, see above)
 _PRUNABLE = "received_at < ? AND id < (SELECT max(id) FROM readings)"
 DAY_S = 86400.0
@@ -109,14 +112,6 @@ def prune_readings(conn: sqlite3.Connection, cutoff: float, batch: int = BATCH) 
     return result
 
 
-async def prune_async(db: Database, cutoff: float, batch: int = BATCH) -> PruneResult:
-    """Prune through the gateway's single writer, one short transaction per batch."""
-    result = PruneResult(cutoff)
-    while counts := await db.run(prune_batch, cutoff, batch):
-        _add(result, counts)
-    return result
-
-
 class Pruner(Protocol):
     async def prune_batch(self, cutoff: float, batch: int) -> dict[str, int]:
         """Delete up to `batch` readings received before `cutoff` in one transaction (pruned seqs
@@ -125,12 +120,17 @@ class Pruner(Protocol):
 
 
 class SqlitePruner:
-    """Pruning on the gateway's SQLite database, through its single writer."""
+    """Pruning on the gateway's SQLite database, on its writer thread; before each batch it waits
+    (a second at most) for the readings' writer process to be idle, so readings that arrive
+    during a long prune are stored between its batches."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, readings: ReadingWriter | None = None) -> None:
         self._db = db
+        self._readings = readings
 
     async def prune_batch(self, cutoff: float, batch: int) -> dict[str, int]:
+        if self._readings is not None:
+            await self._readings.wait_idle(MAKE_WAY_S)
         return await self._db.run(prune_batch, cutoff, batch)
 
 

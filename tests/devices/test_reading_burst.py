@@ -1,10 +1,9 @@
-"""Readings in flight side by side: grouped commits (Database.run_grouped) and in-order acks
-(gateway/devices/reading_acks.py), through the real embedded mosquitto and real SQLite."""
+"""Readings in flight side by side: shared commits (the writer process, reading_writer.py) and
+in-order acks (gateway/devices/reading_acks.py), through the real embedded mosquitto and real SQLite."""
 
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from functools import partial
 from pathlib import Path
 
@@ -13,9 +12,10 @@ import pytest
 from firmware_protocol import Hello, ReadingAck, ReadingStatus, SensorReading, Welcome
 from gateway.app import Gateway
 from gateway.config import parse_config
-from gateway.devices.database import Database, connect
+from gateway.devices.database import Database
 from gateway.devices.reading_acks import READINGS_IN_FLIGHT, ReadingAcks
 from gateway.bus import EventBus
+from gateway.devices.reading_store import StorageFailed
 from gateway.devices.readings import ReadingService, ReadingStored, SqliteReadingStore, list_readings
 from gateway.links.base import LinkClosed
 from gateway.links.mqtt import MqttLink
@@ -23,29 +23,6 @@ from gateway.links.mqtt_device import MqttDevice
 
 ROOT = Path(__file__).resolve().parents[2]
 HUMID = (("percent", "%", 45.0),)
-
-
-def _put(conn: sqlite3.Connection, key: str) -> int:
-    cur = conn.execute("INSERT INTO devices (device_id, token_hash, created_at) VALUES (?, '', 0)", (key,))
-    return int(cur.lastrowid or 0)
-
-
-@pytest.mark.parametrize("one_write", [False, True], ids=["savepoint", "one-statement"])
-async def test_grouped_writes_share_commits_and_one_that_fails_is_undone_alone(tmp_path, one_write):
-    db = Database(tmp_path / "g.db")
-    try:
-        keys = [f"dev-{i}" for i in range(40)] + ["dev-3"]  # the last one breaks the primary key
-        results = await asyncio.gather(*(db.run_grouped(_put, key, one_write=one_write) for key in keys),
-                                       return_exceptions=True)
-        assert all(isinstance(r, int) for r in results[:40])
-        assert isinstance(results[40], sqlite3.IntegrityError)
-        assert db.grouped_calls == 41 and db.group_commits < 41  # the calls queued meanwhile shared one
-        # committed: a second connection sees every row, and the failed one's savepoint left nothing
-        other = connect(tmp_path / "g.db")
-        assert other.execute("SELECT count(*) FROM devices").fetchone()[0] == 40
-        other.close()
-    finally:
-        db.close()
 
 
 async def test_a_failed_ack_ends_the_session_at_the_next_reading_and_later_acks_are_not_sent(tmp_path):
@@ -124,20 +101,19 @@ async def test_a_burst_of_readings_over_mqtt_is_acked_in_order_each_stored_once(
         assert [a.status for a in acks] == [ReadingStatus.STORED] * (len(seqs) - 2) + [ReadingStatus.DUPLICATE] * 2
         rows = await gateway.db.run(list_readings, "burst-1", None, 1000)
         assert sorted(r.seq for r in rows) == seqs[:-2]
-        assert gateway.db.group_commits < len(seqs) - 2  # readings that arrived together shared commits
+        assert gateway.reading_store.writer.commits < len(seqs) - 2  # readings that arrived together shared commits
         await dev.close()
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
 
 
-async def test_a_grouped_write_queued_as_the_database_closes_raises_instead_of_waiting(tmp_path):
-    db = Database(tmp_path / "c.db")
-    call = asyncio.ensure_future(db.run_grouped(_put, "dev-1", one_write=True))
-    await asyncio.sleep(0)  # queued; its transaction starts at the end of this loop pass
-    db.close()
-    with pytest.raises(RuntimeError):
-        await asyncio.wait_for(call, 5)
+async def test_a_reading_queued_as_the_store_closes_fails_instead_of_waiting(tmp_path):
+    store = SqliteReadingStore(Database(tmp_path / "c.db"))
+    stored = store.insert("dev-1", SensorReading(1, "humidity", 0, HUMID), 1_700_000_000.0)
+    await store.close()  # before the end of this loop pass, where its batch would have gone
+    with pytest.raises(StorageFailed):
+        await asyncio.wait_for(stored, 5)
 
 
 async def test_an_ack_is_sent_in_the_loop_pass_after_its_reading_is_stored():
@@ -160,18 +136,18 @@ async def test_an_ack_is_sent_in_the_loop_pass_after_its_reading_is_stored():
 
 
 async def test_the_acks_of_a_commit_are_made_in_the_loop_pass_that_settles_it(tmp_path):
-    db = Database(tmp_path / "s.db")
+    store = SqliteReadingStore(Database(tmp_path / "s.db"))
     try:
         bus = EventBus()
         events = bus.subscribe(ReadingStored)
-        service = ReadingService(SqliteReadingStore(db), bus, clock=lambda: 1_700_000_000.0)
+        service = ReadingService(store, bus, clock=lambda: 1_700_000_000.0)
         acks = [service.start("dev-1", "p", SensorReading(seq, "humidity", 0, HUMID)) for seq in (1, 2, 3)]
         async with asyncio.timeout(10):
-            while db.group_commits == 0:  # wakes at most once per pass: the pass after the settle at the latest
+            while store.writer.commits == 0:  # wakes at most once per pass: the pass after the settle at the latest
                 await asyncio.sleep(0)
         # no done-callback pass between the commit and its acks (before: the acks came one pass later)
         assert [ack.done() for ack in acks] == [True, True, True]
         assert [ack.result().status for ack in acks] == [ReadingStatus.STORED] * 3
         assert events.queue.qsize() == 3
     finally:
-        db.close()
+        await store.close()

@@ -35,8 +35,15 @@ def bus() -> EventBus:
 
 
 @pytest.fixture
-def service(db: Database, bus: EventBus) -> ReadingService:
-    return ReadingService(SqliteReadingStore(db), bus, clock=lambda: NOW)
+async def store(db: Database):
+    readings = SqliteReadingStore(db)  # its writer process: stopped after the test
+    yield readings
+    await readings.close()
+
+
+@pytest.fixture
+def service(store: SqliteReadingStore, bus: EventBus) -> ReadingService:
+    return ReadingService(store, bus, clock=lambda: NOW)
 
 
 async def test_a_valid_blood_pressure_reading_is_stored_acked_and_published(service, bus, db):
@@ -153,9 +160,9 @@ def test_every_acked_reading_survives_kill_9_right_after_the_ack(tmp_path):
     assert set(acked) <= stored
 
 
-async def test_readings_beyond_the_per_minute_limit_are_refused_rate_limited_until_the_bucket_refills(db, bus, caplog):
+async def test_readings_beyond_the_per_minute_limit_are_refused_rate_limited_until_the_bucket_refills(db, store, bus, caplog):
     now = [NOW]
-    service = ReadingService(SqliteReadingStore(db), bus, clock=lambda: now[0], per_minute=3)
+    service = ReadingService(store, bus, clock=lambda: now[0], per_minute=3)
     statuses = [(await service.handle("fast", "peer-f", SensorReading(i, "co2", 0, (("ppm", "ppm", 400.0),)))).code
                 for i in range(1, 5)]
     assert statuses == ["", "", "", "rate-limited"]

@@ -15,7 +15,7 @@ from gateway.bus import EventBus
 from gateway.cli import main
 from gateway.devices.database import Database, connect
 from gateway.devices.readings import ReadingService, SqliteReadingStore, insert_reading, list_readings
-from gateway.devices.retention import DAY_S, ReadingRetention, SqlitePruner, count_prunable, prune_async, prune_readings, pruned_through
+from gateway.devices.retention import DAY_S, ReadingRetention, SqlitePruner, count_prunable, prune_readings, prune_with, pruned_through
 
 NOW = 1_764_547_200.0  # 2025-12-01T00:00:00Z
 HUMID = (("percent", "%", 45.0),)
@@ -37,6 +37,13 @@ def db(tmp_path: Path):
     database.close()
 
 
+@pytest.fixture
+async def store(db: Database):
+    readings = SqliteReadingStore(db)  # its writer process: stopped after the test
+    yield readings
+    await readings.close()
+
+
 def test_only_readings_received_before_the_cutoff_are_pruned_batch_by_batch_with_counts_per_device(tmp_path):
     conn = connect(tmp_path / "g.db")
     fill(conn, "hum-1", range(1, 6), days_ago=800)
@@ -53,10 +60,10 @@ def test_only_readings_received_before_the_cutoff_are_pruned_batch_by_batch_with
     conn.close()
 
 
-async def test_a_resend_of_a_pruned_reading_is_acked_duplicate_and_not_stored_again(db, caplog):
+async def test_a_resend_of_a_pruned_reading_is_acked_duplicate_and_not_stored_again(db, store, caplog):
     await db.run(fill, "hum-1", range(1, 4), 800)
-    await prune_async(db, NOW - 730 * DAY_S)
-    service = ReadingService(SqliteReadingStore(db), EventBus(), clock=lambda: NOW)
+    await prune_with(SqlitePruner(db), NOW - 730 * DAY_S)
+    service = ReadingService(store, EventBus(), clock=lambda: NOW)
     with caplog.at_level(logging.INFO):
         assert (await service.handle("hum-1", "peer-h", reading(2))).status == ReadingStatus.DUPLICATE
     assert "peer-h: reading seq 2 was stored before and pruned by the retention" in caplog.text
@@ -77,28 +84,29 @@ def test_the_newest_reading_is_never_pruned_so_a_reading_id_is_never_given_twice
     conn.close()
 
 
-async def test_a_late_reading_below_the_pruned_seq_that_is_still_stored_is_kept_by_a_later_prune(db):
+async def test_a_late_reading_below_the_pruned_seq_that_is_still_stored_is_kept_by_a_later_prune(db, store):
     await db.run(fill, "hum-1", range(1, 3), 800)
     await db.run(fill, "hum-1", range(5, 6), 800)
     await db.run(fill, "hum-1", range(3, 4), 1)  # seq 3 arrived late, yesterday
-    await prune_async(db, NOW - 730 * DAY_S)
+    await prune_with(SqlitePruner(db), NOW - 730 * DAY_S)
     assert [r.seq for r in await db.run(list_readings)] == [3]
-    service = ReadingService(SqliteReadingStore(db), EventBus(), clock=lambda: NOW)
+    service = ReadingService(store, EventBus(), clock=lambda: NOW)
     assert (await service.handle("hum-1", "p", reading(3))).status == ReadingStatus.DUPLICATE
     assert len(await db.run(list_readings)) == 1
 
 
-async def test_readings_arriving_during_a_long_prune_are_stored_between_its_batches(db):
+async def test_readings_arriving_during_a_long_prune_are_stored_between_its_batches(db, store):
     await db.run(fill, "old", range(1, 3001), 800)
-    service = ReadingService(SqliteReadingStore(db), EventBus(), clock=lambda: NOW)
-    prune = asyncio.create_task(prune_async(db, NOW - 730 * DAY_S, batch=100))
+    service = ReadingService(store, EventBus(), clock=lambda: NOW)
+    await service.handle("live", "p", reading(1))  # the writer process is up
+    prune = asyncio.create_task(prune_with(SqlitePruner(db, store.writer), NOW - 730 * DAY_S, batch=100))
     await asyncio.sleep(0)  # let the prune submit its first batch
-    acks = [await service.handle("live", "p", reading(seq)) for seq in range(1, 4)]
+    acks = [await service.handle("live", "p", reading(seq)) for seq in range(2, 5)]
     assert [a.status for a in acks] == [ReadingStatus.STORED] * 3
     assert not prune.done()  # the three writes did not wait for the whole prune
     result = await asyncio.wait_for(prune, 30)
     assert result.total == 3000 and result.batches == 30
-    assert sorted(r.seq for r in await db.run(list_readings)) == [1, 2, 3]
+    assert sorted(r.seq for r in await db.run(list_readings)) == [1, 2, 3, 4]
 
 
 async def test_the_periodic_retention_prunes_at_start_and_logs_the_counts(db, caplog):

@@ -1,0 +1,226 @@
+"""The readings' durable commits, made by a writer process (gateway/devices/reading_insert.py).
+
+`insert_then(row, then)` queues a row; the rows queued in one loop pass, and those that arrive
+while a batch is being committed, go as one batch (one statement, one fsync), one batch at a
+time, and `then((row id, new), None)` or `then(None, StorageFailed)` is called for each in the
+loop pass that reads the batch's result, in order. The process is started by `start` (or by the
+first row) and stopped by `close`; when it dies, the rows of its batch fail with StorageFailed
+(nothing is acknowledged, so the devices resend them: a row it had committed is then a
+duplicate) and the next batch starts a new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import marshal
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from gateway.devices.reading_insert import _LENGTH, ROWS_PER_STATEMENT, Row
+from gateway.devices.reading_store import StorageFailed
+
+log = logging.getLogger(__name__)
+
+Then = Callable[[tuple[int, bool] | None, BaseException | None], None]
+_CHILD = Path(__file__).with_name("reading_insert.py")
+
+
+class ReadingWriter:
+    def __init__(self, database: Path) -> None:
+        self.database = database
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._queued: list[tuple[Row, Then]] = []
+        self._batch: list[tuple[Row, Then]] | None = None  # on the writer process
+        self._scheduled = False
+        self._in = bytearray()  # the replies read so far
+        self._out = b""  # what the process's stdin has not taken yet
+        self._idle = asyncio.Event()  # no batch on the process and none queued
+        self._idle.set()
+        self.commits = 0  # batches committed (the rows they held: `rows`)
+        self.rows = 0
+
+    # -- the process ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the writer process (on the running loop) unless it runs."""
+        if self._proc is not None:
+            return
+        self._loop = asyncio.get_running_loop()
+        # -I -S: the standard library only, nothing from the working directory or the environment
+        proc = subprocess.Popen([sys.executable, "-I", "-S", str(_CHILD), str(self.database)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
+        assert proc.stdin is not None and proc.stdout is not None
+        os.set_blocking(proc.stdin.fileno(), False)
+        os.set_blocking(proc.stdout.fileno(), False)
+        self._loop.add_reader(proc.stdout.fileno(), self._readable)
+        self._proc = proc
+        log.debug("readings writer process %d started for %s", proc.pid, self.database)
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def cpu_seconds(self) -> float:
+        """The writer process's CPU time so far (Linux /proc: its scheduler's nanoseconds, else
+        the 10 ms ticks of its stat; 0 when it is not running): the benchmarks count it with the
+        gateway's own."""
+        if self._proc is None:
+            return 0.0
+        try:
+            with open(f"/proc/{self._proc.pid}/schedstat") as f:
+                return int(f.read().split()[0]) / 1e9
+        except (OSError, ValueError, IndexError):
+            pass
+        try:
+            with open(f"/proc/{self._proc.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def close(self) -> None:
+        """Stop the writer process: it ends after the batch it is committing. Rows not yet
+        answered fail with StorageFailed (a committed one is a duplicate when it is resent)."""
+        self._stop("the gateway is closing the database")
+        for _, then in self._queued:
+            _tell(then, None, StorageFailed("the gateway is closing the database; resend later"))
+        self._queued.clear()
+        self._idle.set()
+
+    def _stop(self, why: str) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        assert proc.stdin is not None and proc.stdout is not None
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.remove_reader(proc.stdout.fileno())
+            self._loop.remove_writer(proc.stdin.fileno())
+        proc.stdin.close()  # its stdin ends: it stops after the batch it is on
+        proc.stdout.close()
+        self._in.clear()
+        self._out = b""
+        batch, self._batch = self._batch, None
+        if batch:
+            failed = StorageFailed(f"{why}: the readings writer (process {proc.pid}) stopped before "
+                                   f"saying the batch was committed; not acknowledged, the device resends")
+            for _, then in batch:
+                _tell(then, None, failed)
+        try:
+            proc.wait(timeout=0.5 if why.startswith("the gateway") else 0)
+        except subprocess.TimeoutExpired:  # left to finish its batch; reaped by subprocess later
+            pass
+
+    # -- rows in --------------------------------------------------------------------------------
+
+    async def wait_idle(self, timeout: float) -> None:
+        """Until no batch is on the process and none is queued, `timeout` seconds at most: the
+        retention's prune makes way for the readings between its batches (both write the
+        readings table; SQLite lets one writer in at a time, and the readings' writer, polling
+        for the lock, would wait behind back-to-back prune batches), and goes on anyway during
+        a flood that leaves no gap."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            pass
+
+    def insert_then(self, row: Row, then: Then) -> None:
+        self._idle.clear()
+        self._queued.append((row, then))
+        if not self._scheduled and self._batch is None:
+            self._scheduled = True  # at the end of this loop pass: the pass's rows in one batch
+            asyncio.get_running_loop().call_soon(self._send)
+
+    def _send(self) -> None:
+        self._scheduled = False
+        if self._batch is not None or not self._queued:
+            return
+        try:
+            self.start()
+        except OSError as exc:
+            log.error("readings writer: cannot start %s: %s", _CHILD, exc)
+            queued, self._queued = self._queued, []
+            for _, then in queued:
+                _tell(then, None, StorageFailed(f"cannot start the readings writer: {exc}"))
+            self._idle.set()
+            return
+        batch, self._queued = self._queued[:ROWS_PER_STATEMENT], self._queued[ROWS_PER_STATEMENT:]
+        self._batch = batch
+        data = marshal.dumps([row for row, _ in batch])
+        self._out = _LENGTH.pack(len(data)) + data
+        self._write()
+
+    def _write(self) -> None:
+        proc = self._proc
+        assert proc is not None and proc.stdin is not None and self._loop is not None
+        try:
+            sent = os.write(proc.stdin.fileno(), self._out)
+        except BlockingIOError:
+            sent = 0
+        except OSError as exc:  # BrokenPipeError: it died
+            self._died(f"writing to it failed: {exc}")
+            return
+        self._out = self._out[sent:]
+        if self._out:
+            self._loop.add_writer(proc.stdin.fileno(), self._write)
+        else:
+            self._loop.remove_writer(proc.stdin.fileno())
+
+    # -- results out ----------------------------------------------------------------------------
+
+    def _readable(self) -> None:
+        proc = self._proc
+        assert proc is not None and proc.stdout is not None
+        try:
+            chunk = os.read(proc.stdout.fileno(), 1 << 16)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            self._died(f"reading from it failed: {exc}")
+            return
+        if not chunk:
+            self._died("it ended")
+            return
+        self._in += chunk
+        while len(self._in) >= _LENGTH.size:
+            size = _LENGTH.unpack_from(self._in)[0]
+            if len(self._in) < _LENGTH.size + size:
+                return
+            outcomes = marshal.loads(bytes(self._in[_LENGTH.size:_LENGTH.size + size]))
+            del self._in[:_LENGTH.size + size]
+            self._settle(outcomes)
+
+    def _settle(self, outcomes: list[tuple[int, bool] | str]) -> None:
+        batch, self._batch = self._batch or [], None
+        self.commits += 1
+        self.rows += len(batch)
+        for (_, then), outcome in zip(batch, outcomes, strict=True):
+            if isinstance(outcome, str):
+                _tell(then, None, StorageFailed(outcome))
+            else:
+                _tell(then, (outcome[0], outcome[1]), None)
+        if self._queued:  # those that came meanwhile: the next batch, now
+            self._send()
+        else:
+            self._idle.set()
+
+    def _died(self, why: str) -> None:
+        proc = self._proc
+        log.error("readings writer process %s stopped (%s; exit status %s): its batch is not acknowledged, "
+                  "the next starts a new one", proc.pid if proc else "?", why, proc.poll() if proc else None)
+        self._stop(why)
+        if self._queued:
+            self._send()
+        else:
+            self._idle.set()
+
+
+def _tell(then: Then, result: tuple[int, bool] | None, exc: BaseException | None) -> None:
+    try:  # (a caller's bug must not keep the others waiting)
+        then(result, exc)
+    except Exception:
+        log.exception("a reading's store callback failed")
