@@ -38,7 +38,7 @@ from gateway.app import Gateway, load_runner
 from gateway.audio.pcm import resample
 from gateway.cli.bench_capacity_cancels import StoppedDecodes, cancels_line, cancels_row, mark
 from gateway.cli.bench_capacity_threads import GROUPS, cpu_by_group, thread_cpu
-from gateway.cli.bench_voice import _rss_mb, _synth, turn_metrics
+from gateway.cli.bench_voice import _synth, gateway_rss_mb, turn_metrics
 from gateway.cli.capacity_box import RATE, Box, word_errors
 from gateway.config import GatewayConfig
 from gateway.engines.runner import EngineRunner
@@ -127,7 +127,7 @@ async def _round(url: str, tag: str, plans: list[list[tuple[float, str, np.ndarr
             "cpu_s_per_turn": round(cpu / len(lat), 2) if lat else None,
             # the same split by thread (bench_capacity_threads.py): the boxes run only on the loop
             "cpu_s_per_turn_by_thread": {g: round(by_group[g] / len(lat), 3) for g in GROUPS} if lat else None,
-            "rss_mb": round(_rss_mb()),
+            "rss_mb": None,  # the caller's: the gateway's and its readings' writer's
             "load": f"{load0:.1f}-{_load():.1f}", "failures": failed[:5], "failed": len(failed)}
 
 
@@ -175,6 +175,7 @@ async def _run(cfg: GatewayConfig, sizes: list[int], min_turns: int, spread_s: f
             say(f"N={n}: {n} boxes x {per_box} questions, starts spread over {spread_s:.0f} s")
             start = mark(runner, asr)
             row = await _round(url, f"c{n}", conversation_plans(n, questions, per_box, spread_s, rng), metrics, runner)
+            row["rss_mb"] = round(gateway_rss_mb(gateway))
             row.update(cancels_row(runner, asr, start))
             say(json.dumps(row))
             conversation.append(row)
@@ -182,6 +183,7 @@ async def _run(cfg: GatewayConfig, sizes: list[int], min_turns: int, spread_s: f
             say(f"N={n} questions ending at the same instant")
             start = mark(runner, asr)
             row = await _round(url, f"s{n}", simultaneous_plans(n, questions), metrics, runner)
+            row["rss_mb"] = round(gateway_rss_mb(gateway))
             row.update(cancels_row(runner, asr, start))
             say(json.dumps(row))
             simultaneous.append(row)

@@ -29,6 +29,7 @@ from gateway.audio.pcm import int16_to_float, resample
 from gateway.cli.bench_voice import turn_metrics
 from gateway.cli.virtual_box import simulate
 from gateway.config import GatewayConfig
+from gateway.devices.readings import SqliteReadingStore
 
 QUESTIONS = [
     "What time is it?", "My name is Alice.", "What is my name?", "Hello there.",
@@ -37,15 +38,15 @@ QUESTIONS = [
 ]
 
 
-def memory_mb() -> dict[str, float]:
-    """VmRSS and VmHWM (/proc/self/status) and Pss (/proc/self/smaps_rollup), in MB."""
+def memory_mb(pid: int | str = "self") -> dict[str, float]:
+    """VmRSS and VmHWM (/proc/PID/status) and Pss (/proc/PID/smaps_rollup), in MB."""
     out: dict[str, float] = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         key, _, rest = line.partition(":")
         if key in ("VmRSS", "VmHWM"):
             out[key.lower()] = round(int(rest.split()[0]) / 1024, 1)
     try:
-        for line in Path("/proc/self/smaps_rollup").read_text().splitlines():
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
             if line.startswith("Pss:"):
                 out["pss"] = round(int(line.split()[1]) / 1024, 1)
     except OSError:
@@ -104,7 +105,9 @@ async def _sessions(cfg: GatewayConfig, runner, n: int, speed: float, say) -> di
         idle = memory_mb()
         figures["load_rss_delta_mb"] = {"memory_service": round(idle["vmrss"] - before["vmrss"], 1)}
         figures["idle"] = idle
-        say(f"idle, every model warm, memory service on: {idle}")
+        figures["idle_with_writer"] = _with_writer(gateway, idle)
+        say(f"idle, every model warm, memory service on: {idle}; with the readings' writer process: "
+            f"{figures['idle_with_writer']}")
         inputs = [_spoken(runner, q)[:2] for q in QUESTIONS]
         url = f"ws://127.0.0.1:{links[0].port}{cfg.server.websocket_path}"
         heard = 0
@@ -118,6 +121,7 @@ async def _sessions(cfg: GatewayConfig, runner, n: int, speed: float, say) -> di
         figures["sessions"] = n
         figures["sessions_with_reply"] = heard
         figures["after_sessions"] = memory_mb()
+        figures["after_sessions_with_writer"] = _with_writer(gateway, figures["after_sessions"])
     finally:
         server.cancel()
         await asyncio.gather(server, return_exceptions=True)
@@ -126,6 +130,18 @@ async def _sessions(cfg: GatewayConfig, runner, n: int, speed: float, say) -> di
     figures["utterance_ms"] = _median([m.utterance_ms for m in metrics])
     figures["first_tts_sentence_ms"] = _median([m.first_tts_ms for m in metrics])
     return figures
+
+
+def _with_writer(gateway: Gateway, own: dict[str, float]) -> dict[str, float]:
+    """The gateway's memory plus its readings' writer process's (SQLite; it is counted in the
+    targets): VmRSS and Pss summed, VmHWM the gateway's."""
+    store = gateway.reading_store
+    pid = store.writer.pid if isinstance(store, SqliteReadingStore) else None
+    if pid is None:
+        return dict(own)
+    writer = memory_mb(pid)
+    return {key: round(value + writer.get(key, 0.0), 1) if key != "vmhwm" else value for key, value in own.items()} | \
+        {"writer_vmrss": writer["vmrss"], "writer_pss": writer.get("pss", 0.0)}
 
 
 def _vad_ms(runner) -> float:
@@ -168,8 +184,9 @@ def measure_rss(cfg: GatewayConfig, sessions: int = 50, speed: float = 2.0, say=
     deltas.update(more.pop("load_rss_delta_mb"))
     figures["load_rss_delta_mb"] = deltas
     figures.update(more)
-    figures["targets"] = {"idle_rss_mb<=400": figures["idle"]["vmrss"] <= 400,
-                          f"rss_after_{sessions}_sessions_mb<=500": figures["after_sessions"]["vmrss"] <= 500}
+    figures["targets"] = {"idle_rss_mb<=400": figures["idle_with_writer"]["vmrss"] <= 400,
+                          f"rss_after_{sessions}_sessions_mb<=500":
+                          figures["after_sessions_with_writer"]["vmrss"] <= 500}
     return figures
 
 

@@ -26,6 +26,7 @@ from gateway.app import Gateway, load_runner
 from gateway.audio.pcm import int16_to_float
 from gateway.bus import EventBus
 from gateway.config import GatewayConfig
+from gateway.devices.readings import SqliteReadingStore
 from gateway.expression.bench import measure
 from gateway.expression.sentence import Expression
 from gateway.expression.servo import ServoMapFile
@@ -63,6 +64,18 @@ def _rss_mb() -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def gateway_rss_mb(gateway: Gateway) -> float:
+    """The process's VmRSS plus its readings' writer process's (SQLite), in MB."""
+    store = gateway.reading_store
+    pid = store.writer.pid if isinstance(store, SqliteReadingStore) else None
+    if pid is None:
+        return _rss_mb()
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return _rss_mb() + int(line.split()[1]) / 1024
+    return _rss_mb()
 
 
 def stats(values: list[float]) -> dict[str, float]:

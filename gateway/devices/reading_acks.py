@@ -3,7 +3,7 @@
 A device may send its next SensorReading before the last one's ack (a burst after being offline,
 an MQTT device with a window). The session hands each reading to `ReadingAcks.submit` and goes on
 reading its messages; the stores run concurrently (the SQLite store commits the readings that
-arrive together in one transaction, `Database.run_grouped`), and each ack goes out once its row is
+arrive together in one statement, `SqliteReadingStore`), and each ack goes out once its row is
 committed and every earlier reading of the session has been acked. At most `window` readings are
 in flight per session: the next `submit` waits for the oldest, so a slow disk still pushes back on
 the device instead of filling a queue.

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -129,31 +130,46 @@ from gateway.devices.database import Database
 from gateway.devices.readings import ReadingService, SqliteReadingStore
 
 async def main():
-    service = ReadingService(SqliteReadingStore(Database(Path(sys.argv[1]))), EventBus())
+    store = SqliteReadingStore(Database(Path(sys.argv[1])))
+    service = ReadingService(store, EventBus())
     for seq in range(1, 1000000):
         ack = await service.handle("bp-9", "kill-test", SensorReading(seq, "humidity", 0, (("percent", "%", 50.0),)))
-        print(ack.seq, ack.status.name, flush=True)
+        print(ack.seq, ack.status.name, store.writer.pid, flush=True)
 
 asyncio.run(main())
 """
 
 
-def test_every_acked_reading_survives_kill_9_right_after_the_ack(tmp_path):
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")  # (an orphan's zombie waits for init to reap it)
+
+
+def test_every_acked_reading_survives_kill_9_right_after_the_ack_and_the_writer_process_ends(tmp_path):
     path = tmp_path / "gateway.db"
     proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, str(path)], stdout=subprocess.PIPE, text=True)
     acked = []
+    writer = 0
     try:
         assert proc.stdout is not None
         for line in proc.stdout:
-            seq, status = line.split()
+            seq, status, writer_pid = line.split()
             assert status == "STORED"
             acked.append(int(seq))
+            writer = int(writer_pid)
             if len(acked) == 50:
                 os.kill(proc.pid, signal.SIGKILL)
                 break
     finally:
         proc.kill()
         proc.wait(10)
+    deadline = time.monotonic() + 30
+    while _running(writer) and time.monotonic() < deadline:  # its stdin closed with the gateway
+        time.sleep(0.05)
+    assert writer and not _running(writer)
     conn = connect(path)
     stored = {r.seq for r in list_readings(conn, limit=10**6)}
     conn.close()
