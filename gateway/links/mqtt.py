@@ -50,7 +50,8 @@ from gateway.links.base import ConnectionHandler, LinkClosed, LinkServices
 from gateway.links.limits import LogThrottle, PeerLimits
 from gateway.links.mosquitto import MosquittoBroker
 from gateway.links.mqtt_broker_start import start_extension_broker, start_mosquitto
-from gateway.links.mqtt_client import AsyncPaho, Will, stay_connected
+from gateway.links.mqtt_client import AsyncPaho, Will
+from gateway.links.mqtt_reconnect import stay_connected
 from gateway.links.mqtt_cluster import MqttClusterPort, expiry_of, lease_properties
 from gateway.links.mqtt_connection import MqttDeviceConnection
 from gateway.links.mqtt_extension import BrokerAddress, MqttExtension

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import paho.mqtt.client as paho
 
 from firmware_protocol import ProtocolError, decode
-from gateway.links.mqtt_client import AsyncPaho, stay_connected
+from gateway.links.mqtt_client import AsyncPaho
+from gateway.links.mqtt_reconnect import stay_connected
 from gateway.links.mqtt_cluster import lease_of
 
 

@@ -24,7 +24,7 @@ async def no_sessions(conn: DeviceConnection) -> None:
 
 async def test_two_links_with_one_client_id_back_off_instead_of_kicking_each_other_off_in_a_loop(mosquitto, caplog):
     links = [MqttLink("127.0.0.1", mosquitto.port, client_id="twin-gateway") for _ in range(2)]
-    with caplog.at_level(logging.WARNING, logger="gateway.links.mqtt_client"):
+    with caplog.at_level(logging.WARNING, logger="gateway.links.mqtt_reconnect"):
         serving = [asyncio.create_task(link.serve(no_sessions)) for link in links]
         try:
             async with asyncio.timeout(30):  # both got in once: from here on they take turns
