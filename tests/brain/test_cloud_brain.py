@@ -3,8 +3,8 @@ provider fallback on error / stall / garbage, history with a budget, barge-in ke
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import time
 from collections.abc import AsyncIterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -29,10 +29,14 @@ def local() -> LocalBrain:
     return LocalBrain(load_reply_table(ROOT / "config" / "replies.yaml"), FALLBACK)
 
 
-def provider(name: str, url: str, first_token_timeout_s: float = 2.0, stall_timeout_s: float = 2.0) -> LlmProvider:
+def provider(name: str, url: str, first_token_timeout_s: float = 2.0, stall_timeout_s: float = 2.0,
+             total_timeout_s: float = 10) -> LlmProvider:
     return LlmProvider(LlmProviderConfig(name=name, base_url=url, model="scripted", api_key="test-key",
-                                         first_token_timeout_s=first_token_timeout_s, total_timeout_s=10,
+                                         first_token_timeout_s=first_token_timeout_s, total_timeout_s=total_timeout_s,
                                          stall_timeout_s=stall_timeout_s))
+
+
+GUARD_S = 120  # a hang guard, not a speed test: the stalls below end only by a timeout, the total one is 600 s
 
 
 def ask(brain: Brain, utterance: str, ctx: BrainContext = CTX) -> AsyncIterator[Sentence]:
@@ -87,11 +91,11 @@ async def test_a_failing_provider_is_logged_and_the_next_one_answers(caplog: pyt
 
 async def test_a_stalled_provider_is_abandoned_after_the_first_token_timeout() -> None:
     async with ScriptedLlm([Script(mode="stall")]) as stalled, ScriptedLlm([Script(["Backup here."])]) as good:
-        brain = CloudBrain(local(), [provider("slow", stalled.url, 0.3), provider("fast", good.url)])
-        started = time.monotonic()
-        assert await collect(ask(brain, "explain quantum physics")) == ["Backup here."]
-        # The stall never ends by itself and the total timeout is 10 s: a generous bound, not a speed test.
-        assert time.monotonic() - started < 5.0
+        brain = CloudBrain(local(), [provider("slow", stalled.url, 0.3, total_timeout_s=600), provider("fast", good.url)])
+        # The stall never ends by itself and the total timeout is 600 s: an answer within the guard
+        # came by the first-token timeout.
+        async with asyncio.timeout(GUARD_S):
+            assert await collect(ask(brain, "explain quantum physics")) == ["Backup here."]
         await brain.close()
 
 
@@ -107,12 +111,11 @@ async def test_garbage_from_a_provider_falls_back_to_the_next(caplog: pytest.Log
 async def test_when_every_provider_fails_the_local_brain_answers_without_waiting_for_the_total_timeout(
         caplog: pytest.LogCaptureFixture) -> None:
     async with ScriptedLlm([Script(mode="fail")]) as bad, ScriptedLlm([Script(mode="stall")]) as stalled:
-        brain = CloudBrain(local(), [provider("a", bad.url), provider("b", stalled.url, 0.5)])
-        started = time.monotonic()
+        brain = CloudBrain(local(), [provider("a", bad.url), provider("b", stalled.url, 0.5, total_timeout_s=600)])
         with caplog.at_level(logging.WARNING, logger="gateway.brain.cloud"):
-            said = await collect(ask(brain, "explain quantum physics"))
+            async with asyncio.timeout(GUARD_S):  # (the total timeout is 600 s)
+                said = await collect(ask(brain, "explain quantum physics"))
         assert " ".join(said) == FALLBACK
-        assert time.monotonic() - started < 5.0  # generous (total timeout 10 s), not a speed test
         assert "provider a failed for box-1: HTTP 500" in caplog.text
         assert "provider b failed for box-1: timeout (no first token)" in caplog.text
         assert "every provider failed for box-1" in caplog.text

@@ -4,8 +4,8 @@ its first sentence ends with a short local closing sentence, and every failure i
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import time
 
 import pytest
 
@@ -20,8 +20,13 @@ CLOSING = "Sorry, I lost the connection."
 
 
 def provider(url: str, cooldown_s: float = 30.0) -> LlmProvider:
+    """Short first-token and stall timeouts, the longest total one (600 s): a turn that ends at all
+    within the tests' guard (GUARD_S) ended by the short ones, which its log line names."""
     return LlmProvider(LlmProviderConfig(name="cloud", base_url=url, model="m", first_token_timeout_s=0.5,
-                                         stall_timeout_s=0.5, total_timeout_s=10, cooldown_s=cooldown_s))
+                                         stall_timeout_s=0.5, total_timeout_s=600, cooldown_s=cooldown_s))
+
+
+GUARD_S = 120  # a hang guard, not a speed test: 240x the short timeouts, a fifth of the total one
 
 
 def port_of(llm: ScriptedLlm) -> int:
@@ -34,11 +39,10 @@ async def test_after_the_network_is_pulled_the_next_turn_is_answered_locally_aft
         brain = CloudBrain(local(), [provider(proxy.url)])
         assert await collect(ask(brain, "explain quantum physics")) == ["The LLM answers."]
         proxy.blackhole()
-        started = time.monotonic()
         with caplog.at_level(logging.WARNING, logger="gateway.brain"):
-            said = await collect(ask(brain, "and what about gravity"))
+            async with asyncio.timeout(GUARD_S):
+                said = await collect(ask(brain, "and what about gravity"))
         assert " ".join(said) == FALLBACK
-        assert time.monotonic() - started < 5.0  # generous (total timeout 10 s), not a speed test
         assert "provider cloud failed for box-1: timeout (no first token)" in caplog.text
         assert "every provider failed for box-1 (cloud: timeout (no first token)); answering locally" in caplog.text
         assert len(llm.requests) == 1  # the second request never reached the server
@@ -53,10 +57,9 @@ async def test_a_reply_cut_by_a_pulled_network_ends_with_a_local_closing_sentenc
         replies = ask(brain, "tell me a long story")
         assert (await anext(replies)).speech == "The first part."
         proxy.blackhole()
-        started = time.monotonic()
         with caplog.at_level(logging.WARNING, logger="gateway.brain"):
-            assert await collect(replies) == [CLOSING]
-        assert time.monotonic() - started < 5.0  # generous (total timeout 10 s), not a speed test
+            async with asyncio.timeout(GUARD_S):
+                assert await collect(replies) == [CLOSING]
         assert "provider cloud failed for box-1: stalled (nothing for 0.5 s)" in caplog.text
         assert "the reply to box-1 was cut (cloud: stalled (nothing for 0.5 s)); it ends locally" in caplog.text
         await brain.close()
@@ -70,10 +73,9 @@ async def test_a_connection_reset_mid_reply_ends_it_with_the_closing_sentence_at
         replies = ask(brain, "tell me a long story")
         assert (await anext(replies)).speech == "The first part."
         proxy.reset()
-        started = time.monotonic()
         with caplog.at_level(logging.WARNING, logger="gateway.brain"):
-            assert await collect(replies) == [CLOSING]
-        assert time.monotonic() - started < 5.0  # generous, not a speed test
+            async with asyncio.timeout(GUARD_S):
+                assert await collect(replies) == [CLOSING]
         # The reason shows no timeout was waited for (a stall would say "stalled (nothing for 0.5 s)").
         assert "provider cloud failed for box-1: connection lost" in caplog.text
         await brain.close()

@@ -64,10 +64,8 @@ async def test_when_file_descriptors_run_out_accept_errors_are_one_line_per_inte
         assert not [line for line in gw.log if "Traceback" in line]
         for s in attack:
             s.close()
-        t0 = time.monotonic()
         box = await _device(gw.url, "box-after-the-flood")  # served again once the attacker is gone
-        assert time.monotonic() - t0 < 30
-        assert await _ping_ms(box, 1) < 1000
+        await _ping_ms(box, 1)  # and answered (both within their hang guards: 20 and 30 s)
         await box.close()
     assert any("open files limit 128 (the hard limit)" in line for line in gw.log)
 
