@@ -14,7 +14,9 @@ import importlib.metadata
 import importlib.util
 import shutil
 import sqlite3
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,6 +24,8 @@ from pathlib import Path
 from gateway.cli.checks import FAIL, OK, WARN, Check
 from gateway.cli.doctor_ports import port_checks
 from gateway.config import GatewayConfig
+from gateway.devices.database import connect
+from gateway.devices.reading_writer import commit_once, writer_command
 from gateway.errors import GatewayError
 from gateway.engines.store import ModelStore
 
@@ -115,6 +119,25 @@ def _sqlite() -> Iterator[Check]:
     yield Check(OK, f"memory: SQLite {apsw.sqlite_lib_version()} (apsw) loads sqlite-vec {version}; {stdlib}")
 
 
+def _readings_writer() -> Iterator[Check]:
+    """The readings' writer process starts, as the gateway starts it, and commits a reading (in a
+    scratch database)."""
+    with tempfile.TemporaryDirectory(prefix="gateway-doctor-") as folder:
+        path = Path(folder) / "check.db"
+        connect(path).close()
+        row = ("doctor", 1, "check", 0.0, 0.0, "gateway", "[]")
+        try:
+            outcomes = commit_once(path, [row])
+        except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+            yield Check(FAIL, f"readings writer: {' '.join(writer_command(path)[:3])} failed: {exc}",
+                        "the gateway could not store sensor readings; reinstall Python with its sqlite3 module")
+            return
+    if outcomes != [(1, True)]:
+        yield Check(FAIL, f"readings writer: a test reading gave {outcomes!r}", "report it: this is a bug")
+        return
+    yield Check(OK, "readings writer: its process starts and commits a reading (scratch database)")
+
+
 def _libraries() -> Iterator[Check]:
     found, missing = [], []
     for dist in ("numpy", "soxr", "onnxruntime", "sherpa-onnx", "piper-tts"):
@@ -189,7 +212,7 @@ def checks_without_engines(cfg: GatewayConfig) -> list[Check]:
         checks.extend(_models(cfg, ModelStore(cfg))[0])
     except GatewayError as exc:
         checks.append(Check(FAIL, f"model manifest: {exc.text}", "set models.manifest in gateway.yaml"))
-    for part in (_files(cfg), port_checks(cfg), _sqlite(), _libraries(), _espeak(), _disk(cfg), _mcp_servers(cfg)):
+    for part in (_files(cfg), port_checks(cfg), _sqlite(), _readings_writer(), _libraries(), _espeak(), _disk(cfg), _mcp_servers(cfg)):
         checks.extend(part)
     return checks
 
@@ -206,7 +229,7 @@ def run_doctor(cfg: GatewayConfig, out: Callable[[str], None] = print) -> int:
         model_checks, ready = _models(cfg, store)
         checks.extend(model_checks)
         checks.extend(_engines(cfg, store, ready))
-    for part in (_files(cfg), port_checks(cfg), _sqlite(), _libraries(), _espeak(), _disk(cfg), _mcp_servers(cfg)):
+    for part in (_files(cfg), port_checks(cfg), _sqlite(), _readings_writer(), _libraries(), _espeak(), _disk(cfg), _mcp_servers(cfg)):
         checks.extend(part)
     for c in checks:
         out(f"{c.status:<4} {c.what}")

@@ -29,6 +29,23 @@ Then = Callable[[tuple[int, bool] | None, BaseException | None], None]
 _CHILD = Path(__file__).with_name("reading_insert.py")
 
 
+def writer_command(database: Path) -> list[str]:
+    """The writer process's command line. -I -S: the standard library only, nothing from the
+    working directory or the environment."""
+    return [sys.executable, "-I", "-S", str(_CHILD), str(database)]
+
+
+def commit_once(database: Path, rows: list[Row], timeout: float = 60) -> list[tuple[int, bool] | str]:
+    """One batch through a writer process of its own, synchronously (`gateway doctor`)."""
+    data = marshal.dumps(rows)
+    done = subprocess.run(writer_command(database), input=_LENGTH.pack(len(data)) + data, capture_output=True,
+                          timeout=timeout, check=False)
+    reply = done.stdout
+    if done.returncode != 0 or len(reply) < _LENGTH.size:
+        raise RuntimeError(f"exit status {done.returncode}: {done.stderr.decode(errors='replace').strip()[-300:]}")
+    return list(marshal.loads(reply[_LENGTH.size:]))
+
+
 class ReadingWriter:
     def __init__(self, database: Path) -> None:
         self.database = database
@@ -51,9 +68,8 @@ class ReadingWriter:
         if self._proc is not None:
             return
         self._loop = asyncio.get_running_loop()
-        # -I -S: the standard library only, nothing from the working directory or the environment
-        proc = subprocess.Popen([sys.executable, "-I", "-S", str(_CHILD), str(self.database)],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
+        proc = subprocess.Popen(writer_command(self.database), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                close_fds=True)
         assert proc.stdin is not None and proc.stdout is not None
         os.set_blocking(proc.stdin.fileno(), False)
         os.set_blocking(proc.stdout.fileno(), False)

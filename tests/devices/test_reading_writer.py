@@ -14,7 +14,7 @@ import pytest
 from firmware_protocol import SensorReading
 from gateway.devices.database import Database, connect
 from gateway.devices.reading_store import StorageFailed
-from gateway.devices.reading_writer import ReadingWriter
+from gateway.devices.reading_writer import ReadingWriter, commit_once
 from gateway.devices.readings import reading_row
 
 NOW = 1_764_547_200.0
@@ -120,3 +120,16 @@ def _reaped(pid: int) -> bool:
         return os.waitpid(pid, os.WNOHANG) != (0, 0)
     except ChildProcessError:
         return True
+
+
+def test_gateway_doctor_checks_that_the_writer_process_starts_and_commits(database, tmp_path, monkeypatch):
+    from gateway.cli.checks import FAIL, OK
+    from gateway.cli.doctor import _readings_writer
+    from gateway.devices import reading_writer
+
+    assert commit_once(database, [_row(1), _row(1)]) == [(1, True), (1, False)]
+    [check] = list(_readings_writer())
+    assert check.status == OK, check
+    monkeypatch.setattr(reading_writer, "_CHILD", tmp_path / "missing.py")  # a broken install
+    [check] = list(_readings_writer())
+    assert check.status == FAIL and "missing.py" in check.what and check.fix
