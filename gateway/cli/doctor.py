@@ -250,7 +250,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     doc = sub.add_parser("doctor", parents=[common], help="check models, files, ports, SQLite and audio libraries; say what to fix",
                          description="Checks Python, the models and their checksums (and loads the engines), the "
                          "files the config names, every port (free, or held by a running gateway that answers), "
-                         "SQLite's vector extension, the audio libraries, the disk and external MCP servers; one "
+                         "SQLite's vector extension, the readings' writer process, the audio libraries, the disk and external MCP servers; one "
                          "line each, with what to do. Changes nothing. Exit code 0 when nothing FAILs (warnings "
                          "allowed), 1 when a check FAILs, 2 for a config error.")
     doc.set_defaults(func=run)
