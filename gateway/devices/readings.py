@@ -23,11 +23,12 @@ from datetime import UTC, datetime
 
 from firmware_protocol import ReadingAck, ReadingStatus, SensorReading
 from gateway.bus import EventBus
+from gateway.errors import GatewayError
 from gateway.devices.database import Database
 from gateway.devices.reading_insert import Row, insert_row, insert_rows
 from gateway.devices.reading_rules import ReadingInvalid, check_reading
 from gateway.devices.reading_store import ReadingStore, StorageFailed, row_fields
-from gateway.devices.reading_writer import ReadingWriter
+from gateway.devices.reading_writer import ReadingWriter, writer_command
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +127,11 @@ class SqliteReadingStore(ReadingStore):
         self.writer = ReadingWriter(db.path)
 
     async def start(self) -> None:
-        self.writer.start()
+        try:
+            self.writer.start()
+        except OSError as exc:  # (a broken Python install; the gateway does not start without it)
+            raise GatewayError(f"cannot start the readings' writer process ({' '.join(writer_command(self.writer.database))}): "
+                               f"{exc}; `gateway doctor` checks it") from exc
 
     async def close(self) -> None:
         self.writer.close()

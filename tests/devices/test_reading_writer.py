@@ -133,3 +133,17 @@ def test_gateway_doctor_checks_that_the_writer_process_starts_and_commits(databa
     monkeypatch.setattr(reading_writer, "_CHILD", tmp_path / "missing.py")  # a broken install
     [check] = list(_readings_writer())
     assert check.status == FAIL and "missing.py" in check.what and check.fix
+
+
+async def test_a_writer_that_cannot_start_stops_the_gateway_start_with_a_clear_error(database, monkeypatch):
+    from gateway.devices import reading_writer
+    from gateway.devices.readings import SqliteReadingStore
+    from gateway.errors import GatewayError
+
+    monkeypatch.setattr(reading_writer.sys, "executable", "/nonexistent/python3")
+    db = Database(database)
+    store = SqliteReadingStore(db)
+    with pytest.raises(GatewayError, match="cannot start the readings' writer process .*gateway doctor"):
+        await store.start()
+    await store.close()
+    db.close()
