@@ -118,9 +118,9 @@ class Gateway:
         if pg is not None:
             self.reading_store: ReadingStore = pg.readings
             pruner: Pruner = pg.pruner(feeds_memory=self.memory is not None)
-        else:  # the readings' writer process; the prune makes way for it between its batches
+        else:  # the readings' writer process: the readings table's one writer, the prune's batches too
             sqlite_readings = SqliteReadingStore(self.db)
-            self.reading_store, pruner = sqlite_readings, SqlitePruner(self.db, sqlite_readings.writer)
+            self.reading_store, pruner = sqlite_readings, SqlitePruner(sqlite_readings.writer)
         self.readings = ReadingService(self.reading_store, self.bus,
                                        per_minute=self.cfg.devices.max_readings_per_minute)
         device_registry = pg.devices if pg is not None else SqliteDeviceRegistry(self.db)

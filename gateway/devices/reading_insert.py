@@ -1,8 +1,9 @@
-"""The readings' INSERT, and the writer process that runs it (`python -I -S reading_insert.py DB`).
+"""The readings' writes, and the writer process that runs them (`python -I -S reading_insert.py DB`).
 
 A row is (device_id, seq, kind, measured_at, received_at, clock, values JSON). One device + seq is
 one row: a known one is a duplicate (its id, False), a seq at or below the one the retention
-pruned for that device is (0, False), a new one (its new id, True).
+pruned for that device is (0, False), a new one (its new id, True). The retention's prune
+batches are its too (`prune_batch`), so the readings table has this one writer.
 
 Why a process (gateway/devices/reading_writer.py starts it): a commit with `synchronous=FULL`
 waits for the disk, so it cannot run on the event loop; on a thread of the gateway's process it
@@ -15,8 +16,9 @@ It imports the standard library only (it runs without site-packages) and ignores
 Ctrl-C in the gateway's terminal reaches the whole process group): it stops when its stdin
 closes, i.e. when the gateway closes it or exits, after the batch it is committing.
 
-Frames, both ways: u32 big-endian length, then `marshal` data (trusted: our own pipe). Request:
-a list of rows. Reply: one item per row, (row id, new) or the error text of that row.
+Frames, both ways: u32 big-endian length, then `marshal` data (trusted: our own pipe). Requests:
+("insert", rows), answered with one item per row, (row id, new) or the error text of that row;
+("prune", cutoff, batch), answered with the count deleted per device or the error text.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import signal
 import sqlite3
 import struct
 import sys
+import time
 
 ROWS_PER_STATEMENT = 256  # a row binds 7 parameters (SQLite's limit: 32,766)
 _LENGTH = struct.Struct(">I")
@@ -38,6 +41,9 @@ _INSERT_ONE = (
     " WHERE NOT EXISTS (SELECT 1 FROM readings_pruned WHERE device_id = ? AND max_seq >= ?)"
     " ON CONFLICT (device_id, seq) DO NOTHING"
 )
+
+# readings old enough to prune, but never the newest row (ids must not be reused: retention.py)
+PRUNABLE = "received_at < ? AND id < (SELECT max(id) FROM readings)"
 
 Row = tuple[str, int, str, float, float, str, str]
 Outcome = tuple[int, bool] | str  # (row id, new) or the error text
@@ -125,6 +131,36 @@ def commit_batch(conn: sqlite3.Connection, rows: list[Row]) -> list[Outcome]:
     return out
 
 
+def prune_batch(conn: sqlite3.Connection, cutoff: float, batch: int) -> dict[str, int]:
+    """Delete up to `batch` of the oldest readings received before `cutoff`, in one transaction,
+    remembering per device the highest seq deleted (gateway/devices/retention.py). Returns the
+    count deleted per device."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS prune_ids (id INTEGER PRIMARY KEY)")
+        conn.execute("DELETE FROM prune_ids")
+        conn.execute(
+            f"INSERT INTO prune_ids SELECT id FROM readings WHERE {PRUNABLE} ORDER BY received_at LIMIT ?",
+            (cutoff, batch),
+        )
+        stats = conn.execute(
+            "SELECT device_id, COUNT(*), MAX(seq) FROM readings WHERE id IN (SELECT id FROM prune_ids)"
+            " GROUP BY device_id"
+        ).fetchall()
+        conn.executemany(
+            "INSERT INTO readings_pruned (device_id, max_seq, pruned, last_pruned_at) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (device_id) DO UPDATE SET max_seq = MAX(max_seq, excluded.max_seq),"
+            " pruned = pruned + excluded.pruned, last_pruned_at = excluded.last_pruned_at",
+            [(device, max_seq, n, time.time()) for device, n, max_seq in stats],
+        )
+        conn.execute("DELETE FROM readings WHERE id IN (SELECT id FROM prune_ids)")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return {device: int(n) for device, n, _ in stats}
+
+
 def open_database(path: str) -> sqlite3.Connection:
     """The writer's connection: as durable as the gateway's own (database.py `connect`), which
     made the schema and WAL mode before this process starts."""
@@ -151,13 +187,24 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
+def answer(conn: sqlite3.Connection, request: tuple) -> object:
+    """("insert", rows) -> one Outcome per row; ("prune", cutoff, batch) -> the count deleted
+    per device, or the error text."""
+    if request[0] == "insert":
+        return commit_batch(conn, request[1])
+    try:
+        return prune_batch(conn, request[1], request[2])
+    except sqlite3.Error as exc:
+        return f"database error: {exc}"
+
+
 def serve(conn: sqlite3.Connection, fd_in: int = 0, fd_out: int = 1) -> None:
-    """Batches in, results out, until stdin closes."""
+    """Requests in, answers out, until stdin closes."""
     while (head := _read_exact(fd_in, _LENGTH.size)) is not None:
         body = _read_exact(fd_in, _LENGTH.unpack(head)[0])
         if body is None:
             return
-        reply = marshal.dumps(commit_batch(conn, marshal.loads(body)))
+        reply = marshal.dumps(answer(conn, marshal.loads(body)))
         _write_all(fd_out, _LENGTH.pack(len(reply)) + reply)
 
 

@@ -1,5 +1,6 @@
 """The readings' durable commits, made by a writer process (gateway/devices/reading_insert.py).
 
+It is the readings table's one writer: the readings and the retention's prune batches (`prune`).
 `insert_then(row, then)` queues a row; the rows queued in one loop pass, and those that arrive
 while a batch is being committed, go as one batch (one statement, one fsync), one batch at a
 time, and `then((row id, new), None)` or `then(None, StorageFailed)` is called for each in the
@@ -37,7 +38,7 @@ def writer_command(database: Path) -> list[str]:
 
 def commit_once(database: Path, rows: list[Row], timeout: float = 60) -> list[tuple[int, bool] | str]:
     """One batch through a writer process of its own, synchronously (`gateway doctor`)."""
-    data = marshal.dumps(rows)
+    data = marshal.dumps(("insert", rows))
     done = subprocess.run(writer_command(database), input=_LENGTH.pack(len(data)) + data, capture_output=True,
                           timeout=timeout, check=False)
     reply = done.stdout
@@ -56,8 +57,8 @@ class ReadingWriter:
         self._scheduled = False
         self._in = bytearray()  # the replies read so far
         self._out = b""  # what the process's stdin has not taken yet
-        self._idle = asyncio.Event()  # no batch on the process and none queued
-        self._idle.set()
+        self._prunes: list[tuple[float, int, asyncio.Future[dict[str, int]]]] = []  # queued
+        self._pruning: asyncio.Future[dict[str, int]] | None = None  # on the process
         self.commits = 0  # batches committed (the rows they held: `rows`)
         self.rows = 0
 
@@ -103,10 +104,7 @@ class ReadingWriter:
         """Stop the writer process: it ends after the batch it is committing. Rows not yet
         answered fail with StorageFailed (a committed one is a duplicate when it is resent)."""
         self._stop("the gateway is closing the database")
-        for _, then in self._queued:
-            _tell(then, None, StorageFailed("the gateway is closing the database; resend later"))
-        self._queued.clear()
-        self._idle.set()
+        self._fail_queued(StorageFailed("the gateway is closing the database; resend later"))
 
     def _stop(self, why: str) -> None:
         proc, self._proc = self._proc, None
@@ -121,11 +119,13 @@ class ReadingWriter:
         self._in.clear()
         self._out = b""
         batch, self._batch = self._batch, None
-        if batch:
-            failed = StorageFailed(f"{why}: the readings writer (process {proc.pid}) stopped before "
-                                   f"saying the batch was committed; not acknowledged, the device resends")
-            for _, then in batch:
-                _tell(then, None, failed)
+        pruning, self._pruning = self._pruning, None
+        failed = StorageFailed(f"{why}: the readings writer (process {proc.pid}) stopped before saying "
+                               f"the batch was committed; not acknowledged, the device resends")
+        for _, then in batch or []:
+            _tell(then, None, failed)
+        if pruning is not None and not pruning.done():
+            pruning.set_exception(failed)
         try:
             proc.wait(timeout=0.5 if why.startswith("the gateway") else 0)
         except subprocess.TimeoutExpired:  # left to finish its batch; reaped by subprocess later
@@ -133,42 +133,57 @@ class ReadingWriter:
 
     # -- rows in --------------------------------------------------------------------------------
 
-    async def wait_idle(self, timeout: float) -> None:
-        """Until no batch is on the process and none is queued, `timeout` seconds at most: the
-        retention's prune makes way for the readings between its batches (both write the
-        readings table; SQLite lets one writer in at a time, and the readings' writer, polling
-        for the lock, would wait behind back-to-back prune batches), and goes on anyway during
-        a flood that leaves no gap."""
-        try:
-            await asyncio.wait_for(self._idle.wait(), timeout)
-        except TimeoutError:
-            pass
+    async def prune(self, cutoff: float, batch: int) -> dict[str, int]:
+        """One batch of the retention's prune (reading_insert.prune_batch): the count deleted per
+        device. The readings queued meanwhile go first: a long prune only ever holds a reading
+        up for one of its batches. StorageFailed when the database refused it or the process died."""
+        done: asyncio.Future[dict[str, int]] = asyncio.get_running_loop().create_future()
+        self._prunes.append((cutoff, batch, done))
+        self._send_soon()
+        return await done
 
     def insert_then(self, row: Row, then: Then) -> None:
-        self._idle.clear()
         self._queued.append((row, then))
-        if not self._scheduled and self._batch is None:
+        self._send_soon()
+
+    def _send_soon(self) -> None:
+        if not self._scheduled and not self._busy():
             self._scheduled = True  # at the end of this loop pass: the pass's rows in one batch
             asyncio.get_running_loop().call_soon(self._send)
 
+    def _busy(self) -> bool:
+        return self._batch is not None or self._pruning is not None
+
     def _send(self) -> None:
         self._scheduled = False
-        if self._batch is not None or not self._queued:
+        if self._busy() or not (self._queued or self._prunes):
             return
         try:
             self.start()
         except OSError as exc:
             log.error("readings writer: cannot start %s: %s", _CHILD, exc)
-            queued, self._queued = self._queued, []
-            for _, then in queued:
-                _tell(then, None, StorageFailed(f"cannot start the readings writer: {exc}"))
-            self._idle.set()
+            self._fail_queued(StorageFailed(f"cannot start the readings writer: {exc}"))
             return
-        batch, self._queued = self._queued[:ROWS_PER_STATEMENT], self._queued[ROWS_PER_STATEMENT:]
-        self._batch = batch
-        data = marshal.dumps([row for row, _ in batch])
+        request: tuple[object, ...]
+        if self._queued:  # the readings first, then one batch of the prune
+            batch, self._queued = self._queued[:ROWS_PER_STATEMENT], self._queued[ROWS_PER_STATEMENT:]
+            self._batch = batch
+            request = ("insert", [row for row, _ in batch])
+        else:
+            cutoff, size, self._pruning = self._prunes.pop(0)
+            request = ("prune", cutoff, size)
+        data = marshal.dumps(request)
         self._out = _LENGTH.pack(len(data)) + data
         self._write()
+
+    def _fail_queued(self, failed: StorageFailed) -> None:
+        queued, self._queued = self._queued, []
+        for _, then in queued:
+            _tell(then, None, failed)
+        prunes, self._prunes = self._prunes, []
+        for *_, done in prunes:
+            if not done.done():
+                done.set_exception(failed)
 
     def _write(self) -> None:
         proc = self._proc
@@ -206,33 +221,36 @@ class ReadingWriter:
             size = _LENGTH.unpack_from(self._in)[0]
             if len(self._in) < _LENGTH.size + size:
                 return
-            outcomes = marshal.loads(bytes(self._in[_LENGTH.size:_LENGTH.size + size]))
+            answer = marshal.loads(bytes(self._in[_LENGTH.size:_LENGTH.size + size]))
             del self._in[:_LENGTH.size + size]
-            self._settle(outcomes)
+            self._settle(answer)
 
-    def _settle(self, outcomes: list[tuple[int, bool] | str]) -> None:
-        batch, self._batch = self._batch or [], None
-        self.commits += 1
-        self.rows += len(batch)
-        for (_, then), outcome in zip(batch, outcomes, strict=True):
-            if isinstance(outcome, str):
-                _tell(then, None, StorageFailed(outcome))
-            else:
-                _tell(then, (outcome[0], outcome[1]), None)
-        if self._queued:  # those that came meanwhile: the next batch, now
-            self._send()
+    def _settle(self, answer: object) -> None:
+        pruning, self._pruning = self._pruning, None
+        if pruning is not None:  # the count per device, or the error text
+            if not pruning.done():
+                if isinstance(answer, dict):
+                    pruning.set_result(answer)
+                else:
+                    pruning.set_exception(StorageFailed(f"the prune failed: {answer}"))
         else:
-            self._idle.set()
+            assert isinstance(answer, list)
+            batch, self._batch = self._batch or [], None
+            self.commits += 1
+            self.rows += len(batch)
+            for (_, then), outcome in zip(batch, answer, strict=True):
+                if isinstance(outcome, str):
+                    _tell(then, None, StorageFailed(outcome))
+                else:
+                    _tell(then, (outcome[0], outcome[1]), None)
+        self._send()  # what came meanwhile: the next request, now
 
     def _died(self, why: str) -> None:
         proc = self._proc
         log.error("readings writer process %s stopped (%s; exit status %s): its batch is not acknowledged, "
                   "the next starts a new one", proc.pid if proc else "?", why, proc.poll() if proc else None)
         self._stop(why)
-        if self._queued:
-            self._send()
-        else:
-            self._idle.set()
+        self._send()
 
 
 def _tell(then: Then, result: tuple[int, bool] | None, exc: BaseException | None) -> None:

@@ -1,9 +1,9 @@
 """Readings retention: delete readings older than `devices.readings_retention_days`.
 
 Pruning goes by the time the gateway *received* a reading (indexed), in short transactions of
-`BATCH` rows, each its own `Database.run` call, each after the readings' writer process is idle
-(`SqlitePruner`), so device readings arriving meanwhile are written between two batches and the
-database's write lock is never held for long.
+`BATCH` rows, each a request of its own to the readings' writer process (`SqlitePruner`), so
+device readings arriving meanwhile are written between two batches and the database's write lock
+is never held for long.
 
 Pruning does not re-open a seq for duplicates: per device, the highest seq ever pruned is kept
 in `readings_pruned` (in the same transaction as the delete). A resend at or below it that is no
@@ -11,7 +11,7 @@ longer in the table is acked DUPLICATE (it was stored once and has expired), not
 This relies on what PROTOCOL.md asks of devices: seq grows and is kept across reboots.
 
 The periodic task (`ReadingRetention`) prunes through a `Pruner`: `SqlitePruner` here (the
-gateway's database thread); on PostgreSQL `PostgresPruner` (gateway/storage/retention.py), run by
+readings' writer process, gateway/devices/reading_writer.py); on PostgreSQL `PostgresPruner` (gateway/storage/retention.py), run by
 one member of a cluster at a time (gateway/storage/cluster_job.py).
 
 The newest row of the table is never pruned, however old: SQLite gives a new row the highest id
@@ -29,15 +29,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from gateway.devices.database import Database
+from gateway.devices.reading_insert import PRUNABLE, prune_batch
 from gateway.devices.reading_writer import ReadingWriter
 
 log = logging.getLogger(__name__)
 
 BATCH = 500
-MAKE_WAY_S = 1.0  # how long a prune batch waits for the readings' writer to be idle
-# readings old enough to prune, but never the newest row (ids must not be reused, see above)
-_PRUNABLE = "received_at < ? AND id < (SELECT max(id) FROM readings)"
 DAY_S = 86400.0
 
 
@@ -63,39 +60,10 @@ def pruned_through(conn: sqlite3.Connection, device_id: str) -> int | None:
 def count_prunable(conn: sqlite3.Connection, cutoff: float) -> PruneResult:
     """A dry run: how many readings per device were received before `cutoff`."""
     rows = conn.execute(
-        f"SELECT device_id, COUNT(*) FROM readings WHERE {_PRUNABLE} GROUP BY device_id ORDER BY device_id",
+        f"SELECT device_id, COUNT(*) FROM readings WHERE {PRUNABLE} GROUP BY device_id ORDER BY device_id",
         (cutoff,),
     ).fetchall()
     return PruneResult(cutoff, {device: int(n) for device, n in rows})
-
-
-def prune_batch(conn: sqlite3.Connection, cutoff: float, batch: int = BATCH) -> dict[str, int]:
-    """Delete up to `batch` of the oldest readings received before `cutoff`, in one transaction,
-    remembering per device the highest seq deleted. Returns the count deleted per device."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        conn.execute("CREATE TEMP TABLE IF NOT EXISTS prune_ids (id INTEGER PRIMARY KEY)")
-        conn.execute("DELETE FROM prune_ids")
-        conn.execute(
-            f"INSERT INTO prune_ids SELECT id FROM readings WHERE {_PRUNABLE} ORDER BY received_at LIMIT ?",
-            (cutoff, batch),
-        )
-        stats = conn.execute(
-            "SELECT device_id, COUNT(*), MAX(seq) FROM readings WHERE id IN (SELECT id FROM prune_ids)"
-            " GROUP BY device_id"
-        ).fetchall()
-        conn.executemany(
-            "INSERT INTO readings_pruned (device_id, max_seq, pruned, last_pruned_at) VALUES (?, ?, ?, ?)"
-            " ON CONFLICT (device_id) DO UPDATE SET max_seq = MAX(max_seq, excluded.max_seq),"
-            " pruned = pruned + excluded.pruned, last_pruned_at = excluded.last_pruned_at",
-            [(device, max_seq, n, time.time()) for device, n, max_seq in stats],
-        )
-        conn.execute("DELETE FROM readings WHERE id IN (SELECT id FROM prune_ids)")
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    return {device: int(n) for device, n, _ in stats}
 
 
 def _add(result: PruneResult, counts: dict[str, int]) -> None:
@@ -120,18 +88,15 @@ class Pruner(Protocol):
 
 
 class SqlitePruner:
-    """Pruning on the gateway's SQLite database, on its writer thread; before each batch it waits
-    (a second at most) for the readings' writer process to be idle, so readings that arrive
-    during a long prune are stored between its batches."""
+    """Pruning on the gateway's SQLite database, by the readings' writer process, the one writer
+    of the readings table: each batch is a request of its own, and the readings that arrive
+    meanwhile go before the next one."""
 
-    def __init__(self, db: Database, readings: ReadingWriter | None = None) -> None:
-        self._db = db
-        self._readings = readings
+    def __init__(self, writer: ReadingWriter) -> None:
+        self._writer = writer
 
     async def prune_batch(self, cutoff: float, batch: int) -> dict[str, int]:
-        if self._readings is not None:
-            await self._readings.wait_idle(MAKE_WAY_S)
-        return await self._db.run(prune_batch, cutoff, batch)
+        return await self._writer.prune(cutoff, batch)
 
 
 async def prune_with(pruner: Pruner, cutoff: float, batch: int = BATCH) -> PruneResult:

@@ -62,7 +62,7 @@ def test_only_readings_received_before_the_cutoff_are_pruned_batch_by_batch_with
 
 async def test_a_resend_of_a_pruned_reading_is_acked_duplicate_and_not_stored_again(db, store, caplog):
     await db.run(fill, "hum-1", range(1, 4), 800)
-    await prune_with(SqlitePruner(db), NOW - 730 * DAY_S)
+    await prune_with(SqlitePruner(store.writer), NOW - 730 * DAY_S)
     service = ReadingService(store, EventBus(), clock=lambda: NOW)
     with caplog.at_level(logging.INFO):
         assert (await service.handle("hum-1", "peer-h", reading(2))).status == ReadingStatus.DUPLICATE
@@ -88,7 +88,7 @@ async def test_a_late_reading_below_the_pruned_seq_that_is_still_stored_is_kept_
     await db.run(fill, "hum-1", range(1, 3), 800)
     await db.run(fill, "hum-1", range(5, 6), 800)
     await db.run(fill, "hum-1", range(3, 4), 1)  # seq 3 arrived late, yesterday
-    await prune_with(SqlitePruner(db), NOW - 730 * DAY_S)
+    await prune_with(SqlitePruner(store.writer), NOW - 730 * DAY_S)
     assert [r.seq for r in await db.run(list_readings)] == [3]
     service = ReadingService(store, EventBus(), clock=lambda: NOW)
     assert (await service.handle("hum-1", "p", reading(3))).status == ReadingStatus.DUPLICATE
@@ -99,7 +99,7 @@ async def test_readings_arriving_during_a_long_prune_are_stored_between_its_batc
     await db.run(fill, "old", range(1, 3001), 800)
     service = ReadingService(store, EventBus(), clock=lambda: NOW)
     await service.handle("live", "p", reading(1))  # the writer process is up
-    prune = asyncio.create_task(prune_with(SqlitePruner(db, store.writer), NOW - 730 * DAY_S, batch=100))
+    prune = asyncio.create_task(prune_with(SqlitePruner(store.writer), NOW - 730 * DAY_S, batch=100))
     await asyncio.sleep(0)  # let the prune submit its first batch
     acks = [await service.handle("live", "p", reading(seq)) for seq in range(2, 5)]
     assert [a.status for a in acks] == [ReadingStatus.STORED] * 3
@@ -109,10 +109,10 @@ async def test_readings_arriving_during_a_long_prune_are_stored_between_its_batc
     assert sorted(r.seq for r in await db.run(list_readings)) == [1, 2, 3, 4]
 
 
-async def test_the_periodic_retention_prunes_at_start_and_logs_the_counts(db, caplog):
+async def test_the_periodic_retention_prunes_at_start_and_logs_the_counts(db, store, caplog):
     await db.run(fill, "hum-1", range(1, 4), 31)
     await db.run(fill, "hum-1", range(4, 6), 29)
-    retention = ReadingRetention(SqlitePruner(db), 30, clock=lambda: NOW)
+    retention = ReadingRetention(SqlitePruner(store.writer), 30, clock=lambda: NOW)
     with caplog.at_level(logging.INFO, logger="gateway.devices.retention"):
         task = asyncio.create_task(retention.run())
         try:
@@ -126,10 +126,10 @@ async def test_the_periodic_retention_prunes_at_start_and_logs_the_counts(db, ca
     assert sorted(r.seq for r in await db.run(list_readings)) == [4, 5]
 
 
-async def test_a_failing_prune_is_logged_and_the_task_keeps_running(db, caplog):
+async def test_a_failing_prune_is_logged_and_the_task_keeps_running(db, store, caplog):
     await db.run(fill, "hum-1", range(1, 3), 31)
     await db.run(lambda conn: conn.execute("DROP TABLE readings_pruned"))  # the prune's write fails
-    retention = ReadingRetention(SqlitePruner(db), 30, clock=lambda: NOW, interval_s=3600)
+    retention = ReadingRetention(SqlitePruner(store.writer), 30, clock=lambda: NOW, interval_s=3600)
     task = asyncio.create_task(retention.run())
     try:
         await asyncio.wait_for(retention.done.wait(), 10)
