@@ -14,7 +14,8 @@ a power cut, not only a killed process.
 The readings, many small writes that each must be durable before they are answered, are not
 written here but by a process of their own (gateway/devices/reading_writer.py), on a connection
 of its own to the same file: the readings that arrive while a batch is being committed share the
-next commit, so a burst costs one fsync, not one each.
+next commit, so a burst costs one fsync, not one each; the retention's prune goes through it too,
+so the readings table has that one writer.
 """
 
 from __future__ import annotations
