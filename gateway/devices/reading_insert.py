@@ -12,9 +12,11 @@ more than the INSERT (measured: docs/MQTT.md, "The eighth round"). This process 
 with the loop: it reads a batch from its stdin, commits it, and writes the results to its stdout,
 which the loop watches like any socket.
 
-It imports the standard library only (it runs without site-packages) and ignores SIGINT (a
-Ctrl-C in the gateway's terminal reaches the whole process group): it stops when its stdin
-closes, i.e. when the gateway closes it or exits, after the batch it is committing.
+It imports the standard library only (it runs without site-packages) and ignores SIGINT and
+SIGTERM (a Ctrl-C in the gateway's terminal reaches the whole process group, and `systemctl stop`
+signals every process of the service): it stops when its stdin closes, i.e. when the gateway
+closes it or exits, after the batch it is committing, so a stop never cuts a batch nor logs the
+writer's death as an error.
 
 Frames, both ways: u32 big-endian length, then `marshal` data (trusted: our own pipe). Requests:
 ("insert", rows), answered with one item per row, (row id, new) or the error text of that row;
@@ -210,6 +212,7 @@ def serve(conn: sqlite3.Connection, fd_in: int = 0, fd_out: int = 1) -> None:
 
 def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if len(argv) != 2:
         print("usage: reading_insert.py DATABASE (started by the gateway)", file=sys.stderr)
         return 2

@@ -97,12 +97,13 @@ async def test_a_writer_that_dies_fails_its_batch_and_the_next_batch_starts_a_ne
         writer.close()
 
 
-async def test_ctrl_c_does_not_stop_the_writer_but_close_does(database):
+async def test_ctrl_c_and_sigterm_do_not_stop_the_writer_but_close_does(database):
     writer = ReadingWriter(database)
     writer.start()
     pid = writer.pid
     assert pid is not None and await _insert(writer, [_row(1)]) == [(1, True)]  # it serves
     os.kill(pid, signal.SIGINT)  # a Ctrl-C in the gateway's terminal reaches the process group
+    os.kill(pid, signal.SIGTERM)  # and `systemctl stop` signals every process of the service
     assert await _insert(writer, [_row(3)]) == [(2, True)]
     assert writer.pid == pid
     writer.close()
