@@ -1,6 +1,6 @@
 """MQTT device link: the gateway is one MQTT client; each device is a topic prefix.
 
-Topics (PROTOCOL.md, "MQTT"), with `P` = mqtt.topic_prefix and `D` = the device id:
+Topics (PROTOCOL.md, "MQTT"; gateway/links/mqtt_topics.py), with `P` = mqtt.topic_prefix and `D` = the device id:
 
 - `P/D/up`     device -> gateway, one message per publish (QoS 0 for audio, QoS 1 otherwise)
 - `P/D/down`   gateway -> device, one message per publish (QoS 0 for audio and ReadingAck, QoS 1 otherwise)
@@ -35,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,8 +42,7 @@ from typing import TYPE_CHECKING
 
 import paho.mqtt.client as paho
 
-from firmware_protocol import AudioChunk, Error, Hello, Message, ProtocolError, ReadingAck, decode, encode
-from firmware_protocol.session_messages import DEVICE_ID_PATTERN
+from firmware_protocol import Error, Hello, Message, ProtocolError, decode, encode
 from gateway.links.mqtt_dedup import RedeliveryFilter
 from gateway.links.base import ConnectionHandler, LinkClosed, LinkServices
 from gateway.links.limits import LogThrottle, PeerLimits
@@ -55,19 +53,12 @@ from gateway.links.mqtt_reconnect import stay_connected
 from gateway.links.mqtt_cluster import MqttClusterPort, expiry_of, lease_properties
 from gateway.links.mqtt_connection import MqttDeviceConnection
 from gateway.links.mqtt_extension import BrokerAddress, MqttExtension
+from gateway.links.mqtt_topics import device_topic, qos_for, valid_device_id
 
 if TYPE_CHECKING:
     from gateway.cluster.node import ClusterNode
 
 log = logging.getLogger(__name__)
-
-
-def qos_for(message: Message) -> int:
-    """Audio at QoS 0 (late audio is useless) and ReadingAck at QoS 0 (a device resends a reading
-    until its ack comes, and the gateway answers a resend DUPLICATE, so a lost ack loses nothing and
-    a QoS 1 flow for it would be a second acknowledgement: one packet less for both ends and the
-    broker per reading); everything else at QoS 1."""
-    return 0 if isinstance(message, (AudioChunk, ReadingAck)) else 1
 
 
 class MqttLink:
@@ -153,11 +144,10 @@ class MqttLink:
         if self.cluster is not None and self.cluster.owns_topic(topic):
             self.cluster.on_message(topic, payload, expiry_of(msg.properties))
             return
-        parts = topic.split("/")
-        if len(parts) != 3 or parts[0] != self.prefix:
+        if (where := device_topic(topic, self.prefix)) is None:
             return
-        device_id, channel = parts[1], parts[2]
-        if not _valid_device_id(device_id):
+        device_id, channel = where
+        if not valid_device_id(device_id):
             log.warning("mqtt: ignored a publish on %s: not a valid device id", topic)
             return
         if channel == "status":
@@ -320,10 +310,3 @@ class MqttLink:
                                      on_connect=self._subscribe_extensions)
         stack.push_async_callback(self._ext_client.disconnect)
         return BrokerAddress("", broker.port, True)
-
-
-_DEVICE_ID = re.compile(DEVICE_ID_PATTERN)
-
-
-def _valid_device_id(device_id: str) -> bool:
-    return _DEVICE_ID.fullmatch(device_id) is not None

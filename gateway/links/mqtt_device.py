@@ -17,8 +17,8 @@ import paho.mqtt.client as paho
 
 from firmware_protocol import Message, ProtocolError, decode, encode
 from gateway.links.base import LinkClosed
-from gateway.links.mqtt import qos_for
 from gateway.links.mqtt_client import AsyncPaho, Will
+from gateway.links.mqtt_topics import qos_for
 
 log = logging.getLogger(__name__)
 
