@@ -76,7 +76,7 @@ class ReadingWriter:
         os.set_blocking(proc.stdout.fileno(), False)
         self._loop.add_reader(proc.stdout.fileno(), self._readable)
         self._proc = proc
-        log.debug("readings writer process %d started for %s", proc.pid, self.database)
+        log.info("readings writer process %d started for %s", proc.pid, self.database)
 
     @property
     def pid(self) -> int | None:
