@@ -35,7 +35,7 @@ import sys
 import time
 
 ROWS_PER_STATEMENT = 256  # a row binds 7 parameters (SQLite's limit: 32,766)
-_LENGTH = struct.Struct(">I")
+FRAME_LENGTH = struct.Struct(">I")
 
 _INSERT_ONE = (
     'INSERT INTO readings (device_id, seq, kind, measured_at, received_at, clock, "values")'
@@ -202,12 +202,12 @@ def answer(conn: sqlite3.Connection, request: tuple) -> object:
 
 def serve(conn: sqlite3.Connection, fd_in: int = 0, fd_out: int = 1) -> None:
     """Requests in, answers out, until stdin closes."""
-    while (head := _read_exact(fd_in, _LENGTH.size)) is not None:
-        body = _read_exact(fd_in, _LENGTH.unpack(head)[0])
+    while (head := _read_exact(fd_in, FRAME_LENGTH.size)) is not None:
+        body = _read_exact(fd_in, FRAME_LENGTH.unpack(head)[0])
         if body is None:
             return
         reply = marshal.dumps(answer(conn, marshal.loads(body)))
-        _write_all(fd_out, _LENGTH.pack(len(reply)) + reply)
+        _write_all(fd_out, FRAME_LENGTH.pack(len(reply)) + reply)
 
 
 def main(argv: list[str]) -> int:

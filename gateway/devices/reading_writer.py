@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from gateway.devices.reading_insert import _LENGTH, ROWS_PER_STATEMENT, Row
+from gateway.devices.reading_insert import FRAME_LENGTH, ROWS_PER_STATEMENT, Row
 from gateway.devices.reading_store import StorageFailed
 
 log = logging.getLogger(__name__)
@@ -39,12 +39,12 @@ def writer_command(database: Path) -> list[str]:
 def commit_once(database: Path, rows: list[Row], timeout: float = 60) -> list[tuple[int, bool] | str]:
     """One batch through a writer process of its own, synchronously (`gateway doctor`)."""
     data = marshal.dumps(("insert", rows))
-    done = subprocess.run(writer_command(database), input=_LENGTH.pack(len(data)) + data, capture_output=True,
+    done = subprocess.run(writer_command(database), input=FRAME_LENGTH.pack(len(data)) + data, capture_output=True,
                           timeout=timeout, check=False)
     reply = done.stdout
-    if done.returncode != 0 or len(reply) < _LENGTH.size:
+    if done.returncode != 0 or len(reply) < FRAME_LENGTH.size:
         raise RuntimeError(f"exit status {done.returncode}: {done.stderr.decode(errors='replace').strip()[-300:]}")
-    return list(marshal.loads(reply[_LENGTH.size:]))
+    return list(marshal.loads(reply[FRAME_LENGTH.size:]))
 
 
 class ReadingWriter:
@@ -103,10 +103,11 @@ class ReadingWriter:
     def close(self) -> None:
         """Stop the writer process: it ends after the batch it is committing. Rows not yet
         answered fail with StorageFailed (a committed one is a duplicate when it is resent)."""
-        self._stop("the gateway is closing the database")
+        self._stop("the gateway is closing the database", wait_s=0.5)
         self._fail_queued(StorageFailed("the gateway is closing the database; resend later"))
 
-    def _stop(self, why: str) -> None:
+    def _stop(self, why: str, wait_s: float = 0.0) -> None:
+        """Close its pipes, fail what it was answering, reap it (waiting `wait_s` at most)."""
         proc, self._proc = self._proc, None
         if proc is None:
             return
@@ -127,7 +128,7 @@ class ReadingWriter:
         if pruning is not None and not pruning.done():
             pruning.set_exception(failed)
         try:
-            proc.wait(timeout=0.5 if why.startswith("the gateway") else 0)
+            proc.wait(timeout=wait_s)
         except subprocess.TimeoutExpired:  # left to finish its batch; reaped by subprocess later
             pass
 
@@ -173,7 +174,7 @@ class ReadingWriter:
             cutoff, size, self._pruning = self._prunes.pop(0)
             request = ("prune", cutoff, size)
         data = marshal.dumps(request)
-        self._out = _LENGTH.pack(len(data)) + data
+        self._out = FRAME_LENGTH.pack(len(data)) + data
         self._write()
 
     def _fail_queued(self, failed: StorageFailed) -> None:
@@ -217,12 +218,12 @@ class ReadingWriter:
             self._died("it ended")
             return
         self._in += chunk
-        while len(self._in) >= _LENGTH.size:
-            size = _LENGTH.unpack_from(self._in)[0]
-            if len(self._in) < _LENGTH.size + size:
+        while len(self._in) >= FRAME_LENGTH.size:
+            size = FRAME_LENGTH.unpack_from(self._in)[0]
+            if len(self._in) < FRAME_LENGTH.size + size:
                 return
-            answer = marshal.loads(bytes(self._in[_LENGTH.size:_LENGTH.size + size]))
-            del self._in[:_LENGTH.size + size]
+            answer = marshal.loads(bytes(self._in[FRAME_LENGTH.size:FRAME_LENGTH.size + size]))
+            del self._in[:FRAME_LENGTH.size + size]
             self._settle(answer)
 
     def _settle(self, answer: object) -> None:
