@@ -123,7 +123,8 @@ async def test_a_flood_of_readings_with_kill_9s_leaves_every_reading_one_memory_
         await gw.kill()
         await asyncio.gather(*sensors)
     gw, _ = await _start(tmp_path)  # no more readings: it catches up with what the last one left
-    await gw.line("memory: caught up with the readings", "memory: readings feed at #")
+    # (a hang guard: seconds here, minutes on an emulated Pi, which embeds ~1,500 readings 50x slower)
+    await gw.line("memory: caught up with the readings", "memory: readings feed at #", timeout=900)
     await gw.kill()
 
     conn = sqlite3.connect(tmp_path / "gw.db")
