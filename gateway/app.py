@@ -32,6 +32,7 @@ from gateway.devices.device_tools import DeviceTools
 from gateway.devices.reading_log import ReadingLog
 from gateway.devices.reading_list import ReadingList, SqliteReadingList
 from gateway.devices.reading_store import ReadingStore
+from gateway.devices.reading_writer import ReadingWriter
 from gateway.devices.readings import ReadingService, ReadingStored, SqliteReadingStore
 from gateway.devices.registry import SessionRegistry
 from gateway.devices.retention import Pruner, ReadingRetention, SqlitePruner
@@ -117,10 +118,12 @@ class Gateway:
         # on PostgreSQL the readings of every gateway: pruned by one of them at a time (serve)
         if pg is not None:
             self.reading_store: ReadingStore = pg.readings
+            self.reading_writer: ReadingWriter | None = None
             pruner: Pruner = pg.pruner(feeds_memory=self.memory is not None)
         else:  # the readings' writer process: the readings table's one writer, the prune's batches too
             sqlite_readings = SqliteReadingStore(self.db)
-            self.reading_store, pruner = sqlite_readings, SqlitePruner(sqlite_readings.writer)
+            self.reading_store, self.reading_writer = sqlite_readings, sqlite_readings.writer
+            pruner = SqlitePruner(sqlite_readings.writer)
         self.readings = ReadingService(self.reading_store, self.bus,
                                        per_minute=self.cfg.devices.max_readings_per_minute)
         device_registry = pg.devices if pg is not None else SqliteDeviceRegistry(self.db)

@@ -29,7 +29,6 @@ from firmware_protocol import Hello, Message, ReadingAck, ReadingStatus, SensorR
 from gateway.app import Gateway
 from gateway.cli.progress import progress
 from gateway.config import GatewayConfig
-from gateway.devices.readings import SqliteReadingStore
 from gateway.engines.runner import EngineRunner
 from gateway.errors import ConfigError
 from gateway.links.coap import CoapLink
@@ -130,8 +129,8 @@ async def _through(cfg: GatewayConfig, runner: EngineRunner, link: Any, transpor
 def _gateway_cpu(gateway: Gateway) -> float:
     """CPU seconds of the gateway's process (the simulated device's included) and of its
     readings' writer process."""
-    store = gateway.reading_store
-    return time.process_time() + (store.writer.cpu_seconds() if isinstance(store, SqliteReadingStore) else 0.0)
+    writer = gateway.reading_writer
+    return time.process_time() + (writer.cpu_seconds() if writer is not None else 0.0)
 
 
 async def _bare_paho(port: int, n: int, user: str | None, password: str | None,

@@ -29,7 +29,6 @@ from gateway.audio.pcm import int16_to_float, resample
 from gateway.cli.bench_voice import turn_metrics
 from gateway.cli.virtual_box import simulate
 from gateway.config import GatewayConfig
-from gateway.devices.readings import SqliteReadingStore
 
 QUESTIONS = [
     "What time is it?", "My name is Alice.", "What is my name?", "Hello there.",
@@ -135,8 +134,7 @@ async def _sessions(cfg: GatewayConfig, runner, n: int, speed: float, say) -> di
 def _with_writer(gateway: Gateway, own: dict[str, float]) -> dict[str, float]:
     """The gateway's memory plus its readings' writer process's (SQLite; it is counted in the
     targets): VmRSS and Pss summed, VmHWM the gateway's."""
-    store = gateway.reading_store
-    pid = store.writer.pid if isinstance(store, SqliteReadingStore) else None
+    pid = gateway.reading_writer.pid if gateway.reading_writer is not None else None
     if pid is None:
         return dict(own)
     writer = memory_mb(pid)

@@ -26,7 +26,6 @@ from gateway.app import Gateway, load_runner
 from gateway.audio.pcm import int16_to_float
 from gateway.bus import EventBus
 from gateway.config import GatewayConfig
-from gateway.devices.readings import SqliteReadingStore
 from gateway.expression.bench import measure
 from gateway.expression.sentence import Expression
 from gateway.expression.servo import ServoMapFile
@@ -59,8 +58,8 @@ QUESTIONS = [
 ]
 
 
-def _rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
+def _rss_mb(pid: int | str = "self") -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
@@ -68,14 +67,8 @@ def _rss_mb() -> float:
 
 def gateway_rss_mb(gateway: Gateway) -> float:
     """The process's VmRSS plus its readings' writer process's (SQLite), in MB."""
-    store = gateway.reading_store
-    pid = store.writer.pid if isinstance(store, SqliteReadingStore) else None
-    if pid is None:
-        return _rss_mb()
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return _rss_mb() + int(line.split()[1]) / 1024
-    return _rss_mb()
+    pid = gateway.reading_writer.pid if gateway.reading_writer is not None else None
+    return _rss_mb() + (_rss_mb(pid) if pid is not None else 0.0)
 
 
 def stats(values: list[float]) -> dict[str, float]:

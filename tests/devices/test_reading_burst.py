@@ -101,7 +101,7 @@ async def test_a_burst_of_readings_over_mqtt_is_acked_in_order_each_stored_once(
         assert [a.status for a in acks] == [ReadingStatus.STORED] * (len(seqs) - 2) + [ReadingStatus.DUPLICATE] * 2
         rows = await gateway.db.run(list_readings, "burst-1", None, 1000)
         assert sorted(r.seq for r in rows) == seqs[:-2]
-        assert gateway.reading_store.writer.commits < len(seqs) - 2  # readings that arrived together shared commits
+        assert gateway.reading_writer is not None and gateway.reading_writer.commits < len(seqs) - 2  # readings that arrived together shared commits
         await dev.close()
     finally:
         task.cancel()
